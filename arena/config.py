@@ -1,0 +1,155 @@
+"""Market configuration: the public schema of every TOML ``[market]`` table.
+
+A ``MarketConfig`` is a frozen dataclass, validated on construction; a bad field
+raises one ``ValueError`` naming the field and its allowed range. The formula
+that turns a config and a seed into valuations lives in ``arena.generator`` and
+is documented there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+DISCLOSURE_RULES = ("hidden", "mandatory", "voluntary")
+
+
+@dataclass(frozen=True)
+class MarketConfig:
+    """One market structure. Field names are the TOML schema.
+
+    Units: every "spread" and the signal noise are fractions of the price-range
+    width ``hi - lo``, so a config keeps its meaning when the price range moves.
+    """
+
+    buyers: int = 8
+    """N, the number of independent buyers (each buys at most one unit)."""
+    products: int = 4
+    """M, the number of substitutable products in the catalog."""
+    inventory: int | tuple[int, ...] = 2
+    """Units in stock per product: one int for every product, or one per product (each >= 1)."""
+    turns: int = 12
+    """T, the seller's total budget of messages over all buyers."""
+    price_range: tuple[float, float] = (0.0, 100.0)
+    """[lo, hi]: every valuation and every valid price lies in this range."""
+    value_correlation: float = 0.5
+    """rho in [0, 1]: correlation of one buyer's tastes across products (before clipping)."""
+    quality_spread: float = 0.1
+    """Std of the product quality shifts q_j (spread between products)."""
+    wealth_spread: float = 0.2
+    """Std of a buyer's taste around a product's mean value (spread between buyers)."""
+    cost_level: float = 0.4
+    """Unit cost as a fraction of the way from lo to the product's mean value, in [0, 1)."""
+    signal_noise: float = 0.1
+    """Std of the noise on the public profile (0: the seller sees the values exactly)."""
+    patience: int = 0
+    """A buyer leaves after this many seller messages without a trade; 0: never leaves."""
+    agent_share: float = 0.0
+    """Fraction of buyers (rounded to a whole count) that are agents rather than humans."""
+    disclosure: str = "hidden"
+    """hidden | mandatory | voluntary: what the seller is told about agent buyers."""
+
+    def __post_init__(self) -> None:
+        _int_in("buyers", self.buyers, 1, 10_000)
+        _int_in("products", self.products, 1, 1_000)
+        _int_in("turns", self.turns, 1, 1_000_000)
+        _int_in("patience", self.patience, 0, 1_000_000)
+        inv = self.inventory
+        if isinstance(inv, list | tuple):
+            if len(inv) != self.products:
+                raise ValueError(
+                    f"inventory: expected one count per product ({self.products}), got {len(inv)}"
+                )
+            for k in inv:
+                _int_in("inventory", k, 1, 1_000_000)
+            object.__setattr__(self, "inventory", tuple(int(k) for k in inv))
+        else:
+            _int_in("inventory", inv, 1, 1_000_000)
+        pr = self.price_range
+        if not isinstance(pr, list | tuple) or len(pr) != 2:
+            raise ValueError(f"price_range: expected [lo, hi], got {pr!r}")
+        lo, hi = (_finite("price_range", x) for x in pr)
+        if not 0 <= lo < hi:
+            raise ValueError(f"price_range: need 0 <= lo < hi, got [{lo}, {hi}]")
+        object.__setattr__(self, "price_range", (lo, hi))
+        _float_in("value_correlation", self.value_correlation, 0.0, 1.0)
+        _float_in("quality_spread", self.quality_spread, 0.0, 10.0)
+        _float_in("wealth_spread", self.wealth_spread, 0.0, 10.0)
+        _float_in("cost_level", self.cost_level, 0.0, 1.0, hi_open=True)
+        _float_in("signal_noise", self.signal_noise, 0.0, 1e6)
+        _float_in("agent_share", self.agent_share, 0.0, 1.0)
+        if self.disclosure not in DISCLOSURE_RULES:
+            raise ValueError(
+                f"disclosure: expected one of {', '.join(DISCLOSURE_RULES)}, got {self.disclosure!r}"
+            )
+
+    # Derived values are properties, never fields filled in later.
+    @property
+    def inventory_per_product(self) -> tuple[int, ...]:
+        inv = self.inventory
+        return inv if isinstance(inv, tuple) else (int(inv),) * self.products
+
+    @property
+    def lo(self) -> float:
+        return self.price_range[0]
+
+    @property
+    def hi(self) -> float:
+        return self.price_range[1]
+
+    @property
+    def width(self) -> float:
+        return self.price_range[1] - self.price_range[0]
+
+    @property
+    def num_agents(self) -> int:
+        return int(math.floor(self.agent_share * self.buyers + 0.5))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MarketConfig:
+        """Build from a TOML table; unknown keys are an error, not silently dropped."""
+        if not isinstance(data, dict):
+            raise ValueError(f"market config must be a table, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown market field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["price_range"] = list(self.price_range)
+        if isinstance(self.inventory, tuple):
+            out["inventory"] = list(self.inventory)
+        return out
+
+
+def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value}")
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    return x
+
+
+def _float_in(name: str, value: Any, lo: float, hi: float, hi_open: bool = False) -> None:
+    x = _finite(name, value)
+    ok = lo <= x < hi if hi_open else lo <= x <= hi
+    if not ok:
+        bracket = ")" if hi_open else "]"
+        raise ValueError(f"{name}: expected a number in [{lo}, {hi}{bracket}, got {value!r}")
+
+
+# A field list for docs and the CLI, kept next to the class it describes.
+CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MarketConfig))

@@ -1,0 +1,309 @@
+"""The batched engine: the rules of ``arena.market`` on arrays with a leading batch axis.
+
+``arena.market.Market`` is the spec; this module must agree with it exactly,
+trade by trade and metric by metric (``tests/test_engine_equivalence.py``).
+
+Actions are arrays, one entry per market:
+
+* seller: ``to`` (buyer index), ``product`` (-1: a talk turn with no offer),
+  ``price``, and optionally ``malformed`` (the message did not parse);
+* buyer: ``decision`` (0 reject, 1 accept, 2 counter; anything else is
+  malformed), ``product`` and ``price`` of a counter, optionally ``malformed``.
+
+Entries for markets that have ended (or, for ``answer``, that wait for no
+answer) are ignored. Invalid entries are counted in ``seller_violations`` /
+``buyer_violations`` with the same ``Violation`` codes as the reference.
+
+Implementation note: state lives in (B, N) and (B, M) arrays; each turn touches
+one buyer per market, so updates gather and scatter through flat indices
+``b * N + i`` instead of looping or building (B, N) masks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arena.generator import MarketBatch
+from arena.market import NUM_VIOLATIONS, Violation, disclosed_flags
+from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
+
+_INVALID = int(LastDecision.INVALID)
+
+
+class BatchedMarket:
+    """B markets of one config, stepped together."""
+
+    def __init__(self, batch: MarketBatch, disclose: np.ndarray | None = None) -> None:
+        cfg = batch.config
+        self.batch = batch
+        self.config = cfg
+        b, n, m = batch.values.shape
+        self.shape = (b, n, m)
+        self.lo, self.hi = cfg.price_range
+        self.turns = cfg.turns
+        self.patience = cfg.patience
+        self._ar = np.arange(b)
+        self._row_n = self._ar * n
+        self._row_m = self._ar * m
+
+        self.values = batch.values
+        self.costs = batch.costs
+        self._values_rows = batch.values.reshape(b * n, m)
+        self._costs_flat = batch.costs.reshape(b * m)
+        self.is_agent = batch.is_agent
+        self.disclosed = disclosed_flags(cfg.disclosure, batch.is_agent, disclose)
+
+        self.turn = np.zeros(b, np.int64)
+        self.done = np.zeros(b, bool)
+        self.stock = batch.inventory.astype(np.int64, copy=True)
+        self.total_stock = self.stock.sum(axis=1)
+        self.active = np.ones((b, n), bool)
+        self.n_active = np.full(b, n, np.int64)
+        self.bought = np.full((b, n), -1, np.int64)
+        self.paid = np.full((b, n), np.nan)
+        self.left = np.zeros((b, n), bool)
+        self.n_messages = np.zeros((b, n), np.int64)
+        self.first_price = np.full((b, n), np.nan)
+        self.last_product = np.full((b, n), -1, np.int64)
+        self.last_price = np.full((b, n), np.nan)
+        self.last_decision = np.full((b, n), int(LastDecision.NONE), np.int64)
+        self.counter_product = np.full((b, n), -1, np.int64)
+        self.counter_price = np.full((b, n), np.nan)
+        self.profit = np.zeros(b)
+        self.n_trades = np.zeros(b, np.int64)
+        self.seller_violations = np.zeros((b, NUM_VIOLATIONS), np.int64)
+        self.buyer_violations = np.zeros((b, NUM_VIOLATIONS), np.int64)
+
+        # The turn in flight: which markets wait for an answer, from whom, to what.
+        self.pending = np.zeros(b, bool)
+        self._pend_flat = np.zeros(b, np.int64)
+        self._pend_product = np.full(b, -1, np.int64)
+        self._pend_price = np.full(b, np.nan)
+
+        # Flat views share memory with the (B, N) / (B, M) arrays above.
+        self._f = {
+            name: getattr(self, name).reshape(-1)
+            for name in (
+                "active", "bought", "paid", "left", "n_messages", "first_price", "last_product",
+                "last_price", "last_decision", "counter_product", "counter_price",
+            )
+        }
+        self._stock_flat = self.stock.reshape(-1)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def all_done(self) -> bool:
+        return bool(self.done.all())
+
+    def seller_observation(self) -> SellerObs:
+        return SellerObs(
+            turns=self.turns,
+            price_range=(self.lo, self.hi),
+            patience=self.patience,
+            turn=self.turn,
+            done=self.done,
+            costs=self.costs,
+            inventory=self.batch.inventory,
+            stock=self.stock,
+            signals=self.batch.signals,
+            active=self.active,
+            bought=self.bought,
+            left=self.left,
+            n_messages=self.n_messages,
+            last_product=self.last_product,
+            last_price=self.last_price,
+            last_decision=self.last_decision,
+            counter_product=self.counter_product,
+            counter_price=self.counter_price,
+            disclosed=self.disclosed,
+        )
+
+    def _buyer_observation(self) -> BuyerObs:
+        f = self._pend_flat
+        flat = self._f
+        return BuyerObs(
+            turns=self.turns,
+            price_range=(self.lo, self.hi),
+            patience=self.patience,
+            needs_answer=self.pending.copy(),
+            buyer=f - self._row_n,
+            values=self._values_rows[f],
+            costs=self.costs,
+            stock=self.stock,
+            offer_product=self._pend_product.copy(),
+            offer_price=self._pend_price.copy(),
+            n_messages=flat["n_messages"][f],
+            first_price=flat["first_price"][f],
+            counter_product=flat["counter_product"][f],
+            counter_price=flat["counter_price"][f],
+            is_agent=self.is_agent.reshape(-1)[f],
+            disclosed=self.disclosed.reshape(-1)[f],
+            turn=self.turn.copy(),
+        )
+
+    # ------------------------------------------------------------------ seller
+    def offer(
+        self,
+        to: np.ndarray,
+        product: np.ndarray,
+        price: np.ndarray,
+        malformed: np.ndarray | None = None,
+    ) -> BuyerObs | None:
+        """Apply one seller message per live market. Returns the answering buyers' view,
+        or None when no market waits for an answer."""
+        if self.pending.any():
+            raise RuntimeError("answers are pending; call answer() first")
+        _, n, m = self.shape
+        to = np.asarray(to, np.int64)
+        product = np.asarray(product, np.int64)
+        price = np.asarray(price, np.float64)
+        live = ~self.done
+        self.turn += live
+
+        to_ok = (to >= 0) & (to < n)
+        fi = self._row_n + np.where(to_ok, to, 0)
+        has_offer = product != -1
+        prod_ok = (product >= 0) & (product < m)
+        fp = self._row_m + np.where(prod_ok, product, 0)
+        with np.errstate(invalid="ignore"):
+            price_ok = (price >= self.lo) & (price <= self.hi)
+        conditions = [
+            ~to_ok,
+            ~self._f["active"][fi],
+            has_offer & ~prod_ok,
+            has_offer & (self._stock_flat[fp] <= 0),
+            has_offer & ~price_ok,
+        ]
+        codes = [
+            Violation.UNKNOWN_BUYER,
+            Violation.INACTIVE_BUYER,
+            Violation.UNKNOWN_PRODUCT,
+            Violation.OUT_OF_STOCK,
+            Violation.PRICE_OUT_OF_RANGE,
+        ]
+        if malformed is not None:
+            conditions.insert(0, np.asarray(malformed, bool))
+            codes.insert(0, Violation.MALFORMED)
+        code = np.select(conditions, codes, 0)
+        bad = live & (code != 0)
+        self.seller_violations[self._ar, code] += bad
+        valid = live & (code == 0)
+
+        flat = self._f
+        flat["n_messages"][fi] += valid
+        offer_price = np.where(has_offer, price, np.nan)
+        offer_product = np.where(has_offer, product, -1)
+        _put(flat["last_product"], fi, valid, offer_product)
+        _put(flat["last_price"], fi, valid, offer_price)
+        first = flat["first_price"][fi]
+        _put(flat["first_price"], fi, valid & has_offer & np.isnan(first), price)
+
+        # A standing bid on this product at or above the offer trades at once.
+        with np.errstate(invalid="ignore"):
+            instant = (
+                valid
+                & has_offer
+                & (flat["counter_product"][fi] == product)
+                & (price <= flat["counter_price"][fi])
+            )
+        if instant.any():
+            self._trade(instant, fi, fp, price)
+
+        self.pending = valid & ~instant
+        self._pend_flat = fi
+        # Rows that wait for no answer get a harmless product 0 / -1 so indexing stays in range.
+        self._pend_product = np.where(valid, offer_product, -1)
+        self._pend_price = np.where(valid, offer_price, np.nan)
+        self._update_done(~self.pending)
+        return self._buyer_observation() if self.pending.any() else None
+
+    # ------------------------------------------------------------------ buyer
+    def answer(
+        self,
+        decision: np.ndarray,
+        product: np.ndarray,
+        price: np.ndarray,
+        malformed: np.ndarray | None = None,
+    ) -> None:
+        """Apply the answers of the buyers ``offer`` asked; other rows are ignored."""
+        _, _, m = self.shape
+        decision = np.asarray(decision, np.int64)
+        product = np.asarray(product, np.int64)
+        price = np.asarray(price, np.float64)
+        ask = self.pending
+        fi = self._pend_flat
+        is_counter = decision == COUNTER
+        prod_ok = (product >= 0) & (product < m)
+        fp = self._row_m + np.where(prod_ok, product, 0)
+        with np.errstate(invalid="ignore"):
+            price_ok = (price >= self.lo) & (price <= self.hi)
+        conditions = [
+            (decision < REJECT) | (decision > COUNTER),
+            (decision == ACCEPT) & (self._pend_product < 0),
+            is_counter & ~prod_ok,
+            is_counter & (self._stock_flat[fp] <= 0),
+            is_counter & ~price_ok,
+        ]
+        codes = [
+            Violation.MALFORMED,
+            Violation.ACCEPT_WITHOUT_OFFER,
+            Violation.UNKNOWN_PRODUCT,
+            Violation.OUT_OF_STOCK,
+            Violation.PRICE_OUT_OF_RANGE,
+        ]
+        if malformed is not None:
+            conditions.insert(0, np.asarray(malformed, bool))
+            codes.insert(0, Violation.MALFORMED)
+        code = np.select(conditions, codes, 0)
+        bad = ask & (code != 0)
+        self.buyer_violations[self._ar, code] += bad
+        ok = ask & (code == 0)
+
+        flat = self._f
+        _put(flat["last_decision"], fi, ask, np.where(bad, _INVALID, decision))
+        accept = ok & (decision == ACCEPT)
+        if accept.any():
+            pp = self._pend_product
+            fpp = self._row_m + np.where(pp >= 0, pp, 0)
+            self._trade(accept, fi, fpp, self._pend_price)
+        counter = ok & is_counter
+        _put(flat["counter_product"], fi, counter, product)
+        _put(flat["counter_price"], fi, counter, price)
+        if self.patience > 0:
+            leave = ask & ~accept & (flat["n_messages"][fi] >= self.patience)
+            flat["left"][fi] |= leave
+            flat["active"][fi] &= ~leave
+            self.n_active -= leave
+        self.pending = np.zeros_like(ask)
+        self._update_done(ask)
+
+    # ------------------------------------------------------------------ internals
+    def _trade(self, mask: np.ndarray, fi: np.ndarray, fp: np.ndarray, price: np.ndarray) -> None:
+        flat = self._f
+        self._stock_flat[fp] -= mask
+        self.total_stock -= mask
+        _put(flat["bought"], fi, mask, fp - self._row_m)
+        _put(flat["paid"], fi, mask, price)
+        _put(flat["counter_product"], fi, mask, -1)
+        _put(flat["counter_price"], fi, mask, np.nan)
+        flat["active"][fi] &= ~mask
+        self.n_active -= mask
+        self.profit += np.where(mask, price - self._costs_flat[fp], 0.0)
+        self.n_trades += mask
+
+    def _update_done(self, rows: np.ndarray) -> None:
+        ended = (self.turn >= self.turns) | (self.n_active == 0) | (self.total_stock == 0)
+        self.done |= rows & ended
+
+    def buyer_surplus(self) -> np.ndarray:
+        """(B, N): value - price for buyers that bought, 0 otherwise."""
+        got = self.bought >= 0
+        j = np.where(got, self.bought, 0)
+        v = np.take_along_axis(self.values, j[..., None], axis=2)[..., 0]
+        return np.where(got, v - np.where(got, self.paid, 0.0), 0.0)
+
+
+def _put(flat: np.ndarray, idx: np.ndarray, mask: np.ndarray, new) -> None:
+    """flat[idx] = new where mask, unchanged elsewhere (idx holds one entry per market,
+    so there are no duplicate writes)."""
+    flat[idx] = np.where(mask, new, flat[idx])

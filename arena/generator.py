@@ -1,0 +1,176 @@
+"""Market instances drawn from a config, a root seed and an index.
+
+An instance depends only on ``(config, seed, index)``: its random stream is
+``SeedSequence(seed, spawn_key=(index,))``, the same stream that
+``SeedSequence(seed).spawn(index + 1)[index]`` gives. Every pairing of a
+tournament therefore meets the same markets (common random numbers), and the
+draws are made in a fixed order with shapes that depend only on N and M, so
+configs that differ in anything else (costs, disclosure, noise scale, patience)
+share the same underlying normals.
+
+Valuation model (all spreads in units of the range width ``w = hi - lo``)::
+
+    q_j        = quality_spread * g_j                       product quality, g_j ~ N(0, 1)
+    m_j        = 0.5 + q_j                                  product mean value (fraction of range)
+    t_ij       = wealth_spread * (sqrt(rho) z_i + sqrt(1 - rho) e_ij)   buyer taste
+    values_ij  = lo + w * clip(m_j + t_ij, 0, 1)
+    costs_j    = lo + w * cost_level * clip(m_j, 0, 1)
+    signal_ij  = values_ij + signal_noise * w * n_ij        the public profile
+    is_agent   = exactly round(agent_share * N) buyers, at random positions
+
+with z_i, e_ij, n_ij ~ N(0, 1) independent and rho = value_correlation: before
+clipping, one buyer's values across products have correlation exactly rho, the
+spread between buyers is wealth_spread, and the spread between products is
+quality_spread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from arena.config import MarketConfig
+
+
+@dataclass(frozen=True, eq=False)
+class MarketInstance:
+    """One drawn market. Arrays are read-only; private: ``values`` and ``is_agent``."""
+
+    config: MarketConfig
+    seed: int
+    index: int
+    values: np.ndarray  # (N, M) private valuations
+    costs: np.ndarray  # (M,) unit costs, public
+    inventory: np.ndarray  # (M,) units in stock at the start, public
+    signals: np.ndarray  # (N, M) public noisy profile of the values
+    is_agent: np.ndarray  # (N,) bool, private unless disclosed
+
+    @property
+    def num_buyers(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def num_products(self) -> int:
+        return self.values.shape[1]
+
+
+@dataclass(frozen=True, eq=False)
+class MarketBatch:
+    """B instances of one config, stacked on a leading batch axis."""
+
+    config: MarketConfig
+    seed: int
+    indices: np.ndarray  # (B,)
+    values: np.ndarray  # (B, N, M)
+    costs: np.ndarray  # (B, M)
+    inventory: np.ndarray  # (B, M)
+    signals: np.ndarray  # (B, N, M)
+    is_agent: np.ndarray  # (B, N)
+
+    @property
+    def size(self) -> int:
+        return self.values.shape[0]
+
+    def instance(self, b: int) -> MarketInstance:
+        """The b-th market as a scalar instance (for the reference market and for oracles)."""
+        return MarketInstance(
+            config=self.config,
+            seed=self.seed,
+            index=int(self.indices[b]),
+            values=self.values[b],
+            costs=self.costs[b],
+            inventory=self.inventory[b],
+            signals=self.signals[b],
+            is_agent=self.is_agent[b],
+        )
+
+
+def market_rng(seed: int, index: int) -> np.random.Generator:
+    """The random stream of market ``index`` under root ``seed``."""
+    if seed < 0 or index < 0:
+        raise ValueError(f"seed and index must be >= 0, got seed={seed}, index={index}")
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index,)))
+
+
+def generate(config: MarketConfig, seed: int, index: int) -> MarketInstance:
+    """Draw market ``index`` of ``config`` under root ``seed`` (see the module docstring)."""
+    rng = market_rng(seed, index)
+    n, m = config.buyers, config.products
+    g = rng.standard_normal(m)
+    z = rng.standard_normal(n)
+    e = rng.standard_normal((n, m))
+    noise = rng.standard_normal((n, m))
+    order = rng.permutation(n)
+
+    lo, w = config.lo, config.width
+    rho = config.value_correlation
+    mean = 0.5 + config.quality_spread * g
+    taste = config.wealth_spread * (np.sqrt(rho) * z[:, None] + np.sqrt(1.0 - rho) * e)
+    values = lo + w * np.clip(mean[None, :] + taste, 0.0, 1.0)
+    costs = lo + w * config.cost_level * np.clip(mean, 0.0, 1.0)
+    signals = values + config.signal_noise * w * noise
+    is_agent = np.zeros(n, dtype=bool)
+    is_agent[order[: config.num_agents]] = True
+    inventory = np.asarray(config.inventory_per_product, dtype=np.int64)
+    for a in (values, costs, signals, is_agent, inventory):
+        a.flags.writeable = False
+    return MarketInstance(config, seed, index, values, costs, inventory, signals, is_agent)
+
+
+def generate_batch(config: MarketConfig, seed: int, indices: Sequence[int] | int) -> MarketBatch:
+    """Markets ``indices`` (or ``range(indices)``), each exactly as ``generate`` draws it."""
+    idx = np.arange(indices) if isinstance(indices, int) else np.asarray(indices, dtype=np.int64)
+    if idx.ndim != 1 or idx.size == 0:
+        raise ValueError("indices must be a non-empty 1-d sequence of market indices")
+    return stack_instances([generate(config, seed, int(i)) for i in idx])
+
+
+def instance_from_arrays(
+    config: MarketConfig,
+    values: np.ndarray,
+    costs: np.ndarray,
+    inventory: np.ndarray | None = None,
+    signals: np.ndarray | None = None,
+    is_agent: np.ndarray | None = None,
+) -> MarketInstance:
+    """A hand-made instance (for tests, tutorials and replaying recorded markets).
+
+    Shapes must match the config's N and M; missing signals equal the values and
+    missing inventory is the config's.
+    """
+    values = np.array(values, dtype=float)
+    n, m = config.buyers, config.products
+    if values.shape != (n, m):
+        raise ValueError(f"values: expected shape ({n}, {m}), got {values.shape}")
+    costs = np.array(costs, dtype=float)
+    if costs.shape != (m,):
+        raise ValueError(f"costs: expected shape ({m},), got {costs.shape}")
+    inv = np.array(config.inventory_per_product if inventory is None else inventory, np.int64)
+    if inv.shape != (m,):
+        raise ValueError(f"inventory: expected shape ({m},), got {inv.shape}")
+    sig = values.copy() if signals is None else np.array(signals, dtype=float)
+    agent = np.zeros(n, bool) if is_agent is None else np.array(is_agent, dtype=bool)
+    for a in (values, costs, inv, sig, agent):
+        a.flags.writeable = False
+    return MarketInstance(config, 0, 0, values, costs, inv, sig, agent)
+
+
+def stack_instances(instances: Sequence[MarketInstance]) -> MarketBatch:
+    """Stack instances of one config into a batch."""
+    if not instances:
+        raise ValueError("need at least one instance")
+    cfg = instances[0].config
+    if any(x.config != cfg for x in instances):
+        raise ValueError("all instances of a batch must share one config")
+    return MarketBatch(
+        config=cfg,
+        seed=instances[0].seed,
+        indices=np.array([x.index for x in instances], np.int64),
+        values=np.stack([x.values for x in instances]),
+        costs=np.stack([x.costs for x in instances]),
+        inventory=np.stack([x.inventory for x in instances]),
+        signals=np.stack([x.signals for x in instances]),
+        is_agent=np.stack([x.is_agent for x in instances]),
+    )

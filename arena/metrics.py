@@ -1,0 +1,166 @@
+"""Per-market metrics, for one reference market and for a batch.
+
+Definitions (one market; W*_T = ``optimal_welfare(values, costs, inventory,
+max_trades=T)``, the full-information, turn-limited bound)::
+
+    profit                 sum over trades of (price - cost)
+    revenue                sum over trades of price
+    buyer_surplus          sum over trades of (value - price)
+    buyer_surplus_human    ... over human buyers only (``_agent`` likewise)
+    buyer_surplus_disclosed   ... over buyers the seller was told are agents
+    buyer_surplus_undisclosed ... over all others; each pair sums to buyer_surplus
+    welfare                profit + buyer_surplus
+    w_star                 W*_T
+    efficiency             welfare / W*_T          (nan when W*_T == 0)
+    capture                profit / W*_T           (nan when W*_T == 0)
+    match_quality          (sum of value - cost over the pairs traded) divided by the
+                           best assignment of the same buyers to the catalog
+                           (nan without trades or when that best is 0)
+    deal_rate              trades / N
+    trades, turns_used     counts
+    seller_violations, buyer_violations   invalid messages of each side
+    mean_price             mean price paid (nan without trades)
+    mean_price_norm        mean of (price - lo) / (hi - lo), comparable across price ranges
+
+The scalar version is plain Python over the reference market's trade list; the
+batched version is numpy over the engine's arrays. Tests hold them equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from arena.engine import BatchedMarket
+from arena.market import Market
+from arena.oracle import optimal_welfare
+
+METRICS: tuple[str, ...] = (
+    "profit",
+    "revenue",
+    "buyer_surplus",
+    "buyer_surplus_human",
+    "buyer_surplus_agent",
+    "buyer_surplus_disclosed",
+    "buyer_surplus_undisclosed",
+    "welfare",
+    "w_star",
+    "efficiency",
+    "capture",
+    "match_quality",
+    "deal_rate",
+    "trades",
+    "turns_used",
+    "seller_violations",
+    "buyer_violations",
+    "mean_price",
+    "mean_price_norm",
+)
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 1e-12 else math.nan
+
+
+def market_metrics(market: Market, w_star: float | None = None) -> dict[str, float]:
+    """Every metric of one reference market (``w_star`` is computed when not given)."""
+    inst = market.instance
+    lo, hi = inst.config.price_range
+    if w_star is None:
+        w_star = optimal_welfare(inst.values, inst.costs, inst.inventory, inst.config.turns)
+    out = {name: 0.0 for name in METRICS}
+    gains = 0.0
+    for t in market.trades:
+        value = float(inst.values[t.buyer, t.product])
+        cost = float(inst.costs[t.product])
+        surplus = value - t.price
+        out["profit"] += t.price - cost
+        out["revenue"] += t.price
+        out["buyer_surplus"] += surplus
+        out["buyer_surplus_agent" if inst.is_agent[t.buyer] else "buyer_surplus_human"] += surplus
+        key = "disclosed" if market.disclosed[t.buyer] else "undisclosed"
+        out["buyer_surplus_" + key] += surplus
+        out["mean_price"] += t.price
+        out["mean_price_norm"] += (t.price - lo) / (hi - lo)
+        gains += value - cost
+    k = len(market.trades)
+    out["trades"] = float(k)
+    out["mean_price"] = out["mean_price"] / k if k else math.nan
+    out["mean_price_norm"] = out["mean_price_norm"] / k if k else math.nan
+    out["welfare"] = out["profit"] + out["buyer_surplus"]
+    out["w_star"] = float(w_star)
+    out["efficiency"] = _ratio(out["welfare"], w_star)
+    out["capture"] = _ratio(out["profit"], w_star)
+    if k:
+        buyers = sorted(t.buyer for t in market.trades)
+        best = optimal_welfare(inst.values[buyers], inst.costs, inst.inventory)
+        out["match_quality"] = _ratio(gains, best)
+    else:
+        out["match_quality"] = math.nan
+    out["deal_rate"] = k / inst.num_buyers
+    out["turns_used"] = float(market.turn)
+    out["seller_violations"] = float(sum(market.seller_violations))
+    out["buyer_violations"] = float(sum(market.buyer_violations))
+    return out
+
+
+def welfare_bounds(engine: BatchedMarket) -> np.ndarray:
+    """W*_T of every market of a batch."""
+    b = engine.batch
+    return np.array(
+        [
+            optimal_welfare(b.values[k], b.costs[k], b.inventory[k], engine.turns)
+            for k in range(b.size)
+        ]
+    )
+
+
+def batch_metrics(engine: BatchedMarket, w_star: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Every metric for each market of a batch, as (B,) arrays.
+
+    ``w_star`` (B,) may be passed in when the caller caches the oracle (tournaments
+    meet the same markets many times).
+    """
+    b = engine.batch
+    lo, hi = engine.lo, engine.hi
+    w_star = welfare_bounds(engine) if w_star is None else np.asarray(w_star, float)
+    got = engine.bought >= 0
+    j = np.where(got, engine.bought, 0)
+    value = np.take_along_axis(b.values, j[..., None], axis=2)[..., 0]
+    cost = np.take_along_axis(b.costs, j, axis=1)
+    price = np.where(got, engine.paid, 0.0)
+    surplus = np.where(got, value - price, 0.0)
+    gains = np.where(got, value - cost, 0.0).sum(axis=1)
+    trades = got.sum(axis=1)
+    agent = b.is_agent
+    disclosed = engine.disclosed
+
+    out: dict[str, np.ndarray] = {}
+    out["profit"] = np.where(got, price - cost, 0.0).sum(axis=1)
+    out["revenue"] = price.sum(axis=1)
+    out["buyer_surplus"] = surplus.sum(axis=1)
+    out["buyer_surplus_human"] = np.where(agent, 0.0, surplus).sum(axis=1)
+    out["buyer_surplus_agent"] = np.where(agent, surplus, 0.0).sum(axis=1)
+    out["buyer_surplus_disclosed"] = np.where(disclosed, surplus, 0.0).sum(axis=1)
+    out["buyer_surplus_undisclosed"] = np.where(disclosed, 0.0, surplus).sum(axis=1)
+    out["welfare"] = out["profit"] + out["buyer_surplus"]
+    out["w_star"] = w_star
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = w_star > 1e-12
+        out["efficiency"] = np.where(ok, out["welfare"] / np.where(ok, w_star, 1.0), np.nan)
+        out["capture"] = np.where(ok, out["profit"] / np.where(ok, w_star, 1.0), np.nan)
+        mq = np.full(b.size, np.nan)
+        for k in np.flatnonzero(trades):
+            best = optimal_welfare(b.values[k][got[k]], b.costs[k], b.inventory[k])
+            mq[k] = gains[k] / best if best > 1e-12 else np.nan
+        out["match_quality"] = mq
+        out["deal_rate"] = trades / engine.shape[1]
+        out["trades"] = trades.astype(float)
+        out["turns_used"] = engine.turn.astype(float)
+        out["seller_violations"] = engine.seller_violations.sum(axis=1).astype(float)
+        out["buyer_violations"] = engine.buyer_violations.sum(axis=1).astype(float)
+        out["mean_price"] = np.where(trades > 0, out["revenue"] / np.maximum(trades, 1), np.nan)
+        norm = np.where(got, (price - lo) / (hi - lo), 0.0).sum(axis=1)
+        out["mean_price_norm"] = np.where(trades > 0, norm / np.maximum(trades, 1), np.nan)
+    return {name: out[name] for name in METRICS}

@@ -1,0 +1,106 @@
+"""What each side sees, with a leading batch axis B (B = 1 for one market).
+
+The seller sees public information only: the catalog, the price range, the
+turn budget, each buyer's public profile (``signals``), what happened in its own
+conversations, and, where the disclosure rule says so, which buyers are agents.
+It never sees ``values`` or an undisclosed ``is_agent``. A buyer sees its own
+values, the offer in front of it and its own history with the seller.
+
+Both the scalar reference market and the batched engine build these same
+types, so one policy drives either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+
+class LastDecision(IntEnum):
+    """The last answer a buyer gave the seller, as the seller's observation records it."""
+
+    NONE = -1  # never answered
+    REJECT = 0
+    ACCEPT = 1
+    COUNTER = 2
+    INVALID = 3  # a malformed or illegal answer (counted as a buyer violation and a reject)
+
+
+# Integer codes for buyer decisions in batched actions; they match LastDecision.
+REJECT, ACCEPT, COUNTER = 0, 1, 2
+
+
+@dataclass(frozen=True, eq=False)
+class SellerObs:
+    """The seller's view of B markets. Arrays may be views of engine state: do not write."""
+
+    turns: int  # T, the total message budget
+    price_range: tuple[float, float]
+    patience: int  # 0: buyers never leave
+    turn: np.ndarray  # (B,) messages already sent
+    done: np.ndarray  # (B,) the market has ended
+    costs: np.ndarray  # (B, M)
+    inventory: np.ndarray  # (B, M) units at the start
+    stock: np.ndarray  # (B, M) units left
+    signals: np.ndarray  # (B, N, M) public noisy profile of each buyer's values
+    active: np.ndarray  # (B, N) has neither bought nor left
+    bought: np.ndarray  # (B, N) product bought, -1 if none
+    left: np.ndarray  # (B, N) left after running out of patience
+    n_messages: np.ndarray  # (B, N) valid seller messages received so far
+    last_product: np.ndarray  # (B, N) product of the last valid message, -1: none/no offer
+    last_price: np.ndarray  # (B, N) price of the last valid offer, nan if none
+    last_decision: np.ndarray  # (B, N) LastDecision code
+    counter_product: np.ndarray  # (B, N) standing binding bid, -1 if none
+    counter_price: np.ndarray  # (B, N) nan if none
+    disclosed: np.ndarray  # (B, N) the seller is told this buyer is an agent
+
+    @property
+    def batch_size(self) -> int:
+        return self.turn.shape[0]
+
+    @property
+    def num_buyers(self) -> int:
+        return self.signals.shape[1]
+
+    @property
+    def num_products(self) -> int:
+        return self.signals.shape[2]
+
+    @property
+    def turns_left(self) -> np.ndarray:
+        return self.turns - self.turn
+
+
+@dataclass(frozen=True, eq=False)
+class BuyerObs:
+    """The answering buyer's view, one buyer per market; rows with ``needs_answer`` False
+    are padding (their answers are ignored)."""
+
+    turns: int
+    price_range: tuple[float, float]
+    patience: int
+    needs_answer: np.ndarray  # (B,)
+    buyer: np.ndarray  # (B,) index of the answering buyer (0 in padding rows)
+    values: np.ndarray  # (B, M) its own private values
+    costs: np.ndarray  # (B, M) public catalog
+    stock: np.ndarray  # (B, M)
+    offer_product: np.ndarray  # (B,) product offered, -1: a talk turn without an offer
+    offer_price: np.ndarray  # (B,) nan without an offer
+    n_messages: np.ndarray  # (B,) valid seller messages received, this one included
+    first_price: np.ndarray  # (B,) the first price this buyer was ever offered (anchoring)
+    counter_product: np.ndarray  # (B,) its own standing bid, -1 if none
+    counter_price: np.ndarray  # (B,)
+    is_agent: np.ndarray  # (B,) its own kind
+    disclosed: np.ndarray  # (B,) whether the seller has been told it is an agent
+    turn: np.ndarray  # (B,) messages the seller has sent, this one included
+
+    @property
+    def batch_size(self) -> int:
+        return self.needs_answer.shape[0]
+
+
+def as_batch(x: np.ndarray | float | int, dtype: type | None = None) -> np.ndarray:
+    """A scalar or per-market value as a length-1 batch (used by the scalar market)."""
+    return np.asarray([x], dtype=dtype)

@@ -116,6 +116,7 @@ class BatchedMarket:
             counter_product=self.counter_product,
             counter_price=self.counter_price,
             disclosed=self.disclosed,
+            key=self.batch.keys,
         )
 
     def _buyer_observation(self) -> BuyerObs:
@@ -139,6 +140,7 @@ class BatchedMarket:
             is_agent=self.is_agent.reshape(-1)[f],
             disclosed=self.disclosed.reshape(-1)[f],
             turn=self.turn.copy(),
+            key=self.batch.keys,
         )
 
     # ------------------------------------------------------------------ seller

@@ -46,6 +46,7 @@ class MarketInstance:
     inventory: np.ndarray  # (M,) units in stock at the start, public
     signals: np.ndarray  # (N, M) public noisy profile of the values
     is_agent: np.ndarray  # (N,) bool, private unless disclosed
+    key: int = 0  # a 64-bit key of this market for policies' counter-based noise
 
     @property
     def num_buyers(self) -> int:
@@ -68,6 +69,7 @@ class MarketBatch:
     inventory: np.ndarray  # (B, M)
     signals: np.ndarray  # (B, N, M)
     is_agent: np.ndarray  # (B, N)
+    keys: np.ndarray  # (B,) uint64 market keys
 
     @property
     def size(self) -> int:
@@ -84,19 +86,21 @@ class MarketBatch:
             inventory=self.inventory[b],
             signals=self.signals[b],
             is_agent=self.is_agent[b],
+            key=int(self.keys[b]),
         )
 
 
-def market_rng(seed: int, index: int) -> np.random.Generator:
-    """The random stream of market ``index`` under root ``seed``."""
+def market_seed(seed: int, index: int) -> np.random.SeedSequence:
+    """The seed sequence of market ``index`` under root ``seed``."""
     if seed < 0 or index < 0:
         raise ValueError(f"seed and index must be >= 0, got seed={seed}, index={index}")
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(index,)))
+    return np.random.SeedSequence(seed, spawn_key=(index,))
 
 
 def generate(config: MarketConfig, seed: int, index: int) -> MarketInstance:
     """Draw market ``index`` of ``config`` under root ``seed`` (see the module docstring)."""
-    rng = market_rng(seed, index)
+    ss = market_seed(seed, index)
+    rng = np.random.default_rng(ss)
     n, m = config.buyers, config.products
     g = rng.standard_normal(m)
     z = rng.standard_normal(n)
@@ -116,7 +120,9 @@ def generate(config: MarketConfig, seed: int, index: int) -> MarketInstance:
     inventory = np.asarray(config.inventory_per_product, dtype=np.int64)
     for a in (values, costs, signals, is_agent, inventory):
         a.flags.writeable = False
-    return MarketInstance(config, seed, index, values, costs, inventory, signals, is_agent)
+    # A separate child key, so that policies' noise is independent of the draws above.
+    key = int(ss.spawn(1)[0].generate_state(1, np.uint64)[0])
+    return MarketInstance(config, seed, index, values, costs, inventory, signals, is_agent, key)
 
 
 def generate_batch(config: MarketConfig, seed: int, indices: Sequence[int] | int) -> MarketBatch:
@@ -173,4 +179,5 @@ def stack_instances(instances: Sequence[MarketInstance]) -> MarketBatch:
         inventory=np.stack([x.inventory for x in instances]),
         signals=np.stack([x.signals for x in instances]),
         is_agent=np.stack([x.is_agent for x in instances]),
+        keys=np.array([x.key for x in instances], np.uint64),
     )

@@ -287,6 +287,7 @@ class Market:
             counter_product=np.array([[-1 if c is None else c[0] for c in counter]], np.int64),
             counter_price=np.array([[math.nan if c is None else c[1] for c in counter]]),
             disclosed=self.disclosed[None],
+            key=as_batch(inst.key, np.uint64),
         )
 
     def buyer_observation(self) -> BuyerObs:
@@ -314,6 +315,7 @@ class Market:
             is_agent=as_batch(bool(inst.is_agent[i]), bool),
             disclosed=as_batch(bool(self.disclosed[i]), bool),
             turn=as_batch(self.turn, np.int64),
+            key=as_batch(inst.key, np.uint64),
         )
 
     @property
@@ -331,7 +333,10 @@ class Market:
 def _parse(message: object, kind: type, parser) -> tuple[str, object | None, str]:
     """(raw text, parsed message or None, protocol error reason). Never raises."""
     if isinstance(message, kind):
-        return render(message), message, ""
+        try:
+            return render(message), message, ""
+        except ProtocolError as err:  # e.g. an index or price too large to write
+            return repr(message)[:200], None, err.reason
     if not isinstance(message, str):
         return repr(message)[:200], None, "not_text"
     try:

@@ -29,7 +29,8 @@ class Decision(str, Enum):
     COUNTER = "counter"
 
 
-def _check_text(name: str, text: str) -> None:
+def _clean_text(name: str, text: str) -> str:
+    """Validate free text and strip its outer whitespace (the protocol trims it too)."""
     if not isinstance(text, str):
         raise ValueError(f"{name} must be a str, got {type(text).__name__}")
     if "\x00" in text:
@@ -39,6 +40,7 @@ def _check_text(name: str, text: str) -> None:
         for tag in ALL_TAGS:
             if head.startswith(tag + ":"):
                 raise ValueError(f"{name} must not contain a line starting with the tag {tag}:")
+    return text.strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +73,8 @@ class SellerMessage:
             raise ValueError(f"SellerMessage.to must be an int >= 0, got {self.to!r}")
         if self.offer is not None and not isinstance(self.offer, Offer):
             raise ValueError("SellerMessage.offer must be an Offer or None")
-        _check_text("SellerMessage.say", self.say)
-        _check_text("SellerMessage.think", self.think)
+        object.__setattr__(self, "say", _clean_text("SellerMessage.say", self.say))
+        object.__setattr__(self, "think", _clean_text("SellerMessage.think", self.think))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,5 +93,5 @@ class BuyerMessage:
                 raise ValueError("a counter must carry an Offer (its binding bid)")
         elif self.offer is not None:
             raise ValueError(f"a {self.decision.value} must carry no offer")
-        _check_text("BuyerMessage.say", self.say)
-        _check_text("BuyerMessage.think", self.think)
+        object.__setattr__(self, "say", _clean_text("BuyerMessage.say", self.say))
+        object.__setattr__(self, "think", _clean_text("BuyerMessage.think", self.think))

@@ -55,6 +55,7 @@ class SellerObs:
     counter_product: np.ndarray  # (B, N) standing binding bid, -1 if none
     counter_price: np.ndarray  # (B, N) nan if none
     disclosed: np.ndarray  # (B, N) the seller is told this buyer is an agent
+    key: np.ndarray  # (B,) uint64 market key, for the policy's counter-based noise
 
     @property
     def batch_size(self) -> int:
@@ -95,6 +96,7 @@ class BuyerObs:
     is_agent: np.ndarray  # (B,) its own kind
     disclosed: np.ndarray  # (B,) whether the seller has been told it is an agent
     turn: np.ndarray  # (B,) messages the seller has sent, this one included
+    key: np.ndarray  # (B,) uint64 market key
 
     @property
     def batch_size(self) -> int:

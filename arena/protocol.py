@@ -348,7 +348,7 @@ def _buyer_from_parts(parts: list[tuple[str, str]]) -> BuyerMessage:
     offer = _parse_offer(values["OFFER"])
     if decision is Decision.COUNTER and offer is None:
         raise ProtocolError("counter_without_offer", "a counter must name its bid in OFFER")
-    if False:
+    if decision is not Decision.COUNTER and offer is not None:
         raise ProtocolError("offer_not_allowed", f"a {decision.value} must have 'OFFER: none'")
     try:
         return BuyerMessage(

@@ -219,11 +219,15 @@ def test_render_exact_layout() -> None:
     assert render(BuyerMessage("accept")).splitlines()[1:3] == ["DECISION: accept", "OFFER: none"]
 
 
+def test_messages_strip_outer_whitespace_so_they_render() -> None:
+    msg = SellerMessage(0, None, say=" padded ", think="trailing\n")
+    assert (msg.say, msg.think) == ("padded", "trailing")
+    assert parse_seller_message(render(msg)) == msg
+
+
 @pytest.mark.parametrize(
     "message",
     [
-        SellerMessage(0, None, say=" padded"),
-        SellerMessage(0, None, think="trailing\n"),
         SellerMessage(0, None, say="bell\x07"),
         SellerMessage(0, None, say="a\r\nb"),
         SellerMessage(0, None, say="a\rb"),

@@ -80,9 +80,8 @@ class MarketConfig:
         _float_in("signal_noise", self.signal_noise, 0.0, 1e6)
         _float_in("agent_share", self.agent_share, 0.0, 1.0)
         if self.disclosure not in DISCLOSURE_RULES:
-            raise ValueError(
-                f"disclosure: expected one of {', '.join(DISCLOSURE_RULES)}, got {self.disclosure!r}"
-            )
+            rules = ", ".join(DISCLOSURE_RULES)
+            raise ValueError(f"disclosure: expected one of {rules}, got {self.disclosure!r}")
 
     # Derived values are properties, never fields filled in later.
     @property
@@ -153,3 +152,22 @@ def _float_in(name: str, value: Any, lo: float, hi: float, hi_open: bool = False
 
 # A field list for docs and the CLI, kept next to the class it describes.
 CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MarketConfig))
+
+
+def load_market_file(path: str) -> MarketConfig:
+    """Read the ``[market]`` table of a TOML file; errors name the file and the problem."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read market file ({err.strerror})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path}: not valid TOML ({err})") from None
+    if "market" not in data:
+        raise ValueError(f"{path}: no [market] table")
+    try:
+        return MarketConfig.from_dict(data["market"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: {err}") from None

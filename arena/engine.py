@@ -84,8 +84,17 @@ class BatchedMarket:
         self._f = {
             name: getattr(self, name).reshape(-1)
             for name in (
-                "active", "bought", "paid", "left", "n_messages", "first_price", "last_product",
-                "last_price", "last_decision", "counter_product", "counter_price",
+                "active",
+                "bought",
+                "paid",
+                "left",
+                "n_messages",
+                "first_price",
+                "last_product",
+                "last_price",
+                "last_decision",
+                "counter_product",
+                "counter_price",
             )
         }
         self._stock_flat = self.stock.reshape(-1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 # The four tags, in the order they must appear. The second tag is TO for a seller
 # and DECISION for a buyer.
@@ -21,7 +21,7 @@ BUYER_TAGS = ("THINK", "DECISION", "OFFER", "SAY")
 ALL_TAGS = ("THINK", "TO", "DECISION", "OFFER", "SAY")
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     """A buyer's answer to a seller message."""
 
     REJECT = "reject"

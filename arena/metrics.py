@@ -33,8 +33,9 @@ import math
 import numpy as np
 
 from arena.engine import BatchedMarket
+from arena.generator import MarketInstance
 from arena.market import Market
-from arena.oracle import optimal_welfare
+from arena.oracle import optimal_assignment, optimal_welfare, vcg_payments, walrasian_prices
 
 METRICS: tuple[str, ...] = (
     "profit",
@@ -164,3 +165,25 @@ def batch_metrics(engine: BatchedMarket, w_star: np.ndarray | None = None) -> di
         norm = np.where(got, (price - lo) / (hi - lo), 0.0).sum(axis=1)
         out["mean_price_norm"] = np.where(trades > 0, norm / np.maximum(trades, 1), np.nan)
     return {name: out[name] for name in METRICS}
+
+
+def seller_benchmarks(instance: MarketInstance) -> dict[str, float]:
+    """Profit a seller would make under the classic mechanisms, for one instance:
+
+    ``w_star_T`` (perfect price discrimination within T deals), ``w_star`` (no turn
+    limit), ``walrasian_high`` and ``walrasian_low`` (profit at the highest / lowest
+    competitive prices on the optimal assignment) and ``vcg`` (VCG payments minus
+    the cost of the units served; equal to ``walrasian_low`` by theory).
+    """
+    v, c, inv = instance.values, instance.costs, instance.inventory
+    pairs = optimal_assignment(v, c, inv)
+    low, high = walrasian_prices(v, c, inv)
+    pay = vcg_payments(v, c, inv)
+    served_cost = sum(float(c[j]) for _, j in pairs)
+    return {
+        "w_star_T": optimal_welfare(v, c, inv, instance.config.turns),
+        "w_star": optimal_welfare(v, c, inv),
+        "walrasian_high": sum(float(high[j] - c[j]) for _, j in pairs),
+        "walrasian_low": sum(float(low[j] - c[j]) for _, j in pairs),
+        "vcg": float(pay.sum()) - served_cost,
+    }

@@ -23,8 +23,10 @@ GARBAGE = ["", "OFFER: product 1 at 10", "buy now!!", "THINK: x\nTO: buyer 0\nOF
 def random_config(rng: np.random.Generator) -> MarketConfig:
     m = int(rng.integers(1, 5))
     lo = float(rng.choice([0.0, 5.0, 100.0]))
-    inventory = int(rng.integers(1, 3)) if rng.random() < 0.5 else tuple(
-        int(k) for k in rng.integers(1, 3, size=m)
+    inventory = (
+        int(rng.integers(1, 3))
+        if rng.random() < 0.5
+        else tuple(int(k) for k in rng.integers(1, 3, size=m))
     )
     return MarketConfig(
         buyers=int(rng.integers(1, 7)),
@@ -82,7 +84,9 @@ def seller_input(rng, to, product, price, malformed):
     """The same action as the reference market takes it: a message or its text."""
     if malformed:
         return str(rng.choice(GARBAGE))
-    msg = SellerMessage(to=int(to), offer=None if product < 0 else Offer(int(product), float(price)))
+    msg = SellerMessage(
+        to=int(to), offer=None if product < 0 else Offer(int(product), float(price))
+    )
     return render(msg) if rng.random() < 0.5 else msg
 
 
@@ -133,11 +137,23 @@ def compare_state(engine: BatchedMarket, markets: list[Market]) -> None:
         ref = mk.seller_observation()
         got = engine.seller_observation()
         for name in (
-            "turn", "done", "stock", "active", "bought", "left", "n_messages",
-            "last_product", "last_price", "last_decision", "counter_product",
-            "counter_price", "disclosed",
+            "turn",
+            "done",
+            "stock",
+            "active",
+            "bought",
+            "left",
+            "n_messages",
+            "last_product",
+            "last_price",
+            "last_decision",
+            "counter_product",
+            "counter_price",
+            "disclosed",
         ):
-            np.testing.assert_array_equal(getattr(got, name)[k], getattr(ref, name)[0], err_msg=name)
+            np.testing.assert_array_equal(
+                getattr(got, name)[k], getattr(ref, name)[0], err_msg=name
+            )
         np.testing.assert_array_equal(engine.paid[k], np.array(mk.paid), err_msg="paid")
         np.testing.assert_array_equal(engine.seller_violations[k], mk.seller_violations)
         np.testing.assert_array_equal(engine.buyer_violations[k], mk.buyer_violations)
@@ -153,8 +169,13 @@ def test_engine_equals_reference_on_random_play(chunk):
         for k, mk in enumerate(markets):
             ref = market_metrics(mk)
             for name in METRICS:
-                np.testing.assert_allclose(got[name][k], ref[name], rtol=1e-12, atol=1e-9,
-                                           err_msg=f"seed {seed} market {k} metric {name}")
+                np.testing.assert_allclose(
+                    got[name][k],
+                    ref[name],
+                    rtol=1e-12,
+                    atol=1e-9,
+                    err_msg=f"seed {seed} market {k} metric {name}",
+                )
             trades += len(mk.trades)
             instant += sum(r.trade is not None and r.buyer < 0 for r in mk.transcript)
             violations += sum(mk.seller_violations) + sum(mk.buyer_violations)

@@ -21,8 +21,13 @@ COSTS = [30.0, 20.0]
 
 def make(turns=6, inventory=1, patience=0, disclosure="hidden", is_agent=None, values=VALUES):
     cfg = MarketConfig(
-        buyers=len(values), products=2, inventory=inventory, turns=turns,
-        price_range=(0.0, 100.0), patience=patience, disclosure=disclosure,
+        buyers=len(values),
+        products=2,
+        inventory=inventory,
+        turns=turns,
+        price_range=(0.0, 100.0),
+        patience=patience,
+        disclosure=disclosure,
     )
     return Market(instance_from_arrays(cfg, values, COSTS, is_agent=is_agent))
 

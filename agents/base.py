@@ -1,0 +1,83 @@
+"""The policy protocol: one call decides for a batch of B markets.
+
+Scripted, torch and language-model policies all implement it. A policy gets
+the observation arrays of ``arena.observation`` and returns an action of
+arrays. Randomness comes from ``arena.noise`` keyed by (policy seed, market
+key, turn, buyer), never from global or per-call generator state, so a policy
+decides a market the same way whether it sees it alone or among 4,096, and
+whatever the order of play.
+
+Stateful policies (one that learns within an episode) keep their state in
+arrays indexed by batch row and reset it in ``reset``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+
+from arena.observation import BuyerObs, SellerObs
+
+HUMAN, AGENT = "human", "agent"
+
+
+@dataclass(frozen=True, eq=False)
+class SellerAction:
+    """One seller message per market: TO ``to``, OFFER ``product`` at ``price``."""
+
+    to: np.ndarray  # (B,) buyer index
+    product: np.ndarray  # (B,) product index, -1: a talk turn without an offer
+    price: np.ndarray  # (B,)
+    malformed: np.ndarray | None = None  # (B,) the message text did not parse
+    texts: list[str] | None = None  # raw message texts, for agents that write text
+
+
+@dataclass(frozen=True, eq=False)
+class BuyerAction:
+    """One answer per market: ``decision`` 0 reject, 1 accept, 2 counter (with a bid)."""
+
+    decision: np.ndarray  # (B,)
+    product: np.ndarray  # (B,) product of the counter bid (ignored otherwise)
+    price: np.ndarray  # (B,) price of the counter bid
+    malformed: np.ndarray | None = None
+    texts: list[str] | None = None
+
+
+class SellerPolicy(abc.ABC):
+    """Decides one message per market for a batch of markets."""
+
+    side = "seller"
+    kind = AGENT
+
+    def reset(self, batch_size: int) -> None:  # noqa: B027 - most policies are stateless
+        """Start a new batch of episodes (clear any per-market state)."""
+
+    @abc.abstractmethod
+    def act(self, obs: SellerObs) -> SellerAction: ...
+
+
+class BuyerPolicy(abc.ABC):
+    """Answers for the buyer each market asks, for a batch of markets."""
+
+    side = "buyer"
+    kind = HUMAN
+
+    def reset(self, batch_size: int) -> None:  # noqa: B027
+        """Start a new batch of episodes."""
+
+    def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """Under the voluntary rule: which of its buyers (B, N) tell the seller they are
+        agents. The market ignores the wish of a human buyer."""
+        return np.zeros(np.shape(is_agent), bool)
+
+    @abc.abstractmethod
+    def act(self, obs: BuyerObs) -> BuyerAction: ...
+
+
+def offered_value(obs: BuyerObs) -> np.ndarray:
+    """(B,) the answering buyer's value for the product offered (nan without an offer)."""
+    j = obs.offer_product
+    v = np.take_along_axis(obs.values, np.maximum(j, 0)[:, None], axis=1)[:, 0]
+    return np.where(j >= 0, v, np.nan)

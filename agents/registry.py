@@ -1,0 +1,129 @@
+"""Policies registered by name.
+
+An entry has a side (seller | buyer), a kind (``human``: a simulated person;
+``agent``), a factory and its default parameters. Every agent-kind buyer also
+exists as ``NAME+disclosed``: the same policy, which under the voluntary rule
+tells the seller it is an agent (under ``mandatory`` the market tells anyway).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy
+from agents.scripted.buyers import Truthful
+from agents.scripted.sellers import PostedPrice
+
+DISCLOSED_SUFFIX = "+disclosed"
+
+
+class UnknownEntry(KeyError):
+    """An entry name that is not registered; the message lists the known names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    side: str  # seller | buyer
+    kind: str  # human | agent
+    factory: Callable[..., Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    disclosed: bool = False  # a disclosure variant
+    reference: bool = False  # sees private information: an upper reference, not a competitor
+
+    def build(self, seed: int = 0, **overrides: Any) -> SellerPolicy | BuyerPolicy:
+        params = {**self.params, **overrides}
+        names = {f.name for f in dataclasses.fields(self.factory)}
+        if "seed" in names:
+            params.setdefault("seed", seed)
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
+        policy = self.factory(**params)
+        if self.disclosed:
+            policy = Disclosing(policy)
+        return policy
+
+
+@dataclass
+class Disclosing(BuyerPolicy):
+    """Wraps an agent buyer so that each of its agents discloses under the voluntary rule."""
+
+    inner: BuyerPolicy
+
+    def __post_init__(self) -> None:
+        self.kind = self.inner.kind
+
+    def reset(self, batch_size: int) -> None:
+        self.inner.reset(batch_size)
+
+    def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
+        return np.asarray(is_agent, bool).copy()
+
+    def act(self, obs):
+        return self.inner.act(obs)
+
+
+_ENTRIES: dict[str, Entry] = {}
+
+
+def register(entry: Entry) -> None:
+    if entry.name in _ENTRIES:
+        raise ValueError(f"entry {entry.name!r} is registered twice")
+    _ENTRIES[entry.name] = entry
+    if entry.side == "buyer" and entry.kind == AGENT and not entry.disclosed:
+        twin = dataclasses.replace(
+            entry,
+            name=entry.name + DISCLOSED_SUFFIX,
+            disclosed=True,
+            description=entry.description + " Discloses that it is an agent.",
+        )
+        _ENTRIES[twin.name] = twin
+
+
+def entries(side: str | None = None) -> list[Entry]:
+    return [e for e in _ENTRIES.values() if side is None or e.side == side]
+
+
+def get(name: str, side: str | None = None) -> Entry:
+    entry = _ENTRIES.get(name)
+    if entry is None or (side is not None and entry.side != side):
+        known = ", ".join(e.name for e in entries(side))
+        what = f"{side} " if side else ""
+        raise UnknownEntry(f"unknown {what}entry {name!r}; known: {known}")
+    return entry
+
+
+def make(name: str, side: str | None = None, seed: int = 0, **params: Any):
+    return get(name, side).build(seed, **params)
+
+
+register(
+    Entry(
+        "posted_price",
+        "seller",
+        AGENT,
+        PostedPrice,
+        {"markup": 0.5},
+        "Posts cost x (1 + markup) and offers each buyer in turn its best product.",
+    )
+)
+register(
+    Entry(
+        "truthful",
+        "buyer",
+        HUMAN,
+        Truthful,
+        {},
+        "Accepts any offer worth at least its price; never counters.",
+    )
+)

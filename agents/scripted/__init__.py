@@ -1,0 +1,1 @@
+"""Scripted sellers and buyers: strategies that need no training."""

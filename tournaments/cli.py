@@ -1,0 +1,155 @@
+"""The ``arena`` command line.
+
+Every command turns bad input (unknown names, malformed files, impossible
+parameters) into one ``arena: error: ...`` line and exit code 2; nothing here
+prints a traceback for a user's mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+
+from tabulate import tabulate
+
+from agents import registry
+from agents.rollout import play_reference
+from arena.config import DISCLOSURE_RULES, MarketConfig, load_market_file
+from arena.generator import generate
+from arena.metrics import market_metrics, seller_benchmarks
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def _market_config(path: str | None, disclosure: str | None) -> MarketConfig:
+    cfg = MarketConfig() if path is None else load_market_file(path)
+    if disclosure is not None:
+        cfg = dataclasses.replace(cfg, disclosure=disclosure)
+    return cfg
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    cfg = _market_config(args.market, args.disclosure)
+    seller = registry.make(args.seller, "seller", seed=args.seed)
+    buyer = registry.make(args.buyers, "buyer", seed=args.seed)
+    instance = generate(cfg, args.seed, args.index)
+    market = play_reference(instance, seller, buyer)
+    lo, hi = cfg.price_range
+    print(
+        f"market {args.index} (seed {args.seed}): {cfg.buyers} buyers, {cfg.products} products,"
+        f" T={cfg.turns}, prices [{lo:g}, {hi:g}], disclosure {cfg.disclosure}"
+    )
+    print(f"seller {args.seller} vs buyers {args.buyers}\n")
+    for rec in market.transcript:
+        print(f"--- turn {rec.turn} " + "-" * 50)
+        print(_indent("seller", rec.seller_text))
+        if rec.seller_violation:
+            print(f"  ! seller violation: {rec.seller_error}")
+        if rec.buyer >= 0:
+            print(_indent(f"buyer {rec.buyer}", rec.buyer_text))
+            if rec.buyer_violation:
+                print(f"  ! buyer violation: {rec.buyer_error}")
+        if rec.trade is not None:
+            t = rec.trade
+            print(f"  => trade: buyer {t.buyer} buys product {t.product} at {t.price:.2f}")
+        if rec.buyer_left:
+            print(f"  => buyer {rec.buyer} leaves")
+    met = market_metrics(market)
+    bench = seller_benchmarks(instance)
+    print()
+    print(
+        tabulate(
+            [
+                [
+                    "seller profit",
+                    _f(met["profit"]),
+                    "W*_T (full-information bound)",
+                    _f(bench["w_star_T"]),
+                ],
+                [
+                    "buyer surplus",
+                    _f(met["buyer_surplus"]),
+                    "highest Walrasian profit",
+                    _f(bench["walrasian_high"]),
+                ],
+                [
+                    "welfare",
+                    _f(met["welfare"]),
+                    "lowest Walrasian profit",
+                    _f(bench["walrasian_low"]),
+                ],
+                ["efficiency", _f(met["efficiency"], 3), "VCG profit", _f(bench["vcg"])],
+                ["capture", _f(met["capture"], 3), "", ""],
+                ["trades / turns", f"{met['trades']:.0f} / {met['turns_used']:.0f}", "", ""],
+                [
+                    "violations (seller, buyer)",
+                    f"{met['seller_violations']:.0f}, {met['buyer_violations']:.0f}",
+                    "",
+                    "",
+                ],
+            ],
+            headers=["outcome", "", "oracle", ""],
+            disable_numparse=True,
+        )
+    )
+    return 0
+
+
+def _indent(who: str, text: str) -> str:
+    lines = text.splitlines() or [""]
+    return "\n".join(
+        f"  {who:>9} | {line}" if k == 0 else f"  {'':>9} | {line}" for k, line in enumerate(lines)
+    )
+
+
+def _f(x: float, digits: int = 2) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="arena", description="Two-sided agent market arena.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("play", help="play one market and print its transcript and outcome")
+    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
+    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
+    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
+    p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="root seed")
+    p.add_argument("--index", type=_nonneg_int, default=0, help="market index under the seed")
+    p.set_defaults(func=cmd_play)
+    return ap
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, ValueError, registry.UnknownEntry) as err:
+        print(f"arena: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into head and the like
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
+        return 0
+    except KeyboardInterrupt:
+        print("arena: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

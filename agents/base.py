@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arena.generator import MarketBatch
 from arena.observation import BuyerObs, SellerObs
 
 HUMAN, AGENT = "human", "agent"
@@ -50,9 +51,13 @@ class SellerPolicy(abc.ABC):
 
     side = "seller"
     kind = AGENT
+    sees_private = False  # True only for labelled references that read private values
 
     def reset(self, batch_size: int) -> None:  # noqa: B027 - most policies are stateless
         """Start a new batch of episodes (clear any per-market state)."""
+
+    def reveal(self, batch: MarketBatch) -> None:  # noqa: B027
+        """Called after ``reset`` with the full instances, for ``sees_private`` policies only."""
 
     @abc.abstractmethod
     def act(self, obs: SellerObs) -> SellerAction: ...

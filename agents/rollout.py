@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agents.base import BuyerPolicy, SellerPolicy
 from arena.engine import BatchedMarket
-from arena.generator import MarketBatch, MarketInstance
+from arena.generator import MarketBatch, MarketInstance, stack_instances
 from arena.market import Market
 from arena.messages import BuyerMessage, Decision, Offer, SellerMessage
 from arena.observation import ACCEPT, COUNTER, REJECT
@@ -15,6 +15,8 @@ def play_batch(batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy) -> 
     disclose = buyer.disclose(batch.is_agent, batch.keys)
     engine = BatchedMarket(batch, disclose)
     seller.reset(batch.size)
+    if seller.sees_private:
+        seller.reveal(batch)
     buyer.reset(batch.size)
     while not engine.all_done:
         a = seller.act(engine.seller_observation())
@@ -30,6 +32,8 @@ def play_reference(instance: MarketInstance, seller: SellerPolicy, buyer: BuyerP
     disclose = buyer.disclose(instance.is_agent[None], [instance.key])[0]
     market = Market(instance, disclose=disclose)
     seller.reset(1)
+    if seller.sees_private:
+        seller.reveal(stack_instances([instance]))
     buyer.reset(1)
     while not market.done:
         a = seller.act(market.seller_observation())

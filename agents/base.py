@@ -72,6 +72,12 @@ class BuyerPolicy(abc.ABC):
     def reset(self, batch_size: int) -> None:  # noqa: B027
         """Start a new batch of episodes."""
 
+    def kinds(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """(B, N) which buyers are agents when this policy plays them. One policy plays
+        one kind; a population decides per buyer (the drawn ``is_agent`` is used only by
+        populations split by kind)."""
+        return np.full(np.shape(is_agent), self.kind == AGENT)
+
     def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
         """Under the voluntary rule: which of its buyers (B, N) tell the seller they are
         agents. The market ignores the wish of a human buyer."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy
+from agents.population import Population
 from agents.scripted.buyers import Truthful
 from agents.scripted.sellers import PostedPrice
 
@@ -105,6 +106,41 @@ def get(name: str, side: str | None = None) -> Entry:
 
 def make(name: str, side: str | None = None, seed: int = 0, **params: Any):
     return get(name, side).build(seed, **params)
+
+
+def make_buyers(spec: str, seed: int = 0) -> BuyerPolicy:
+    """A buyer entry name, or a population (see ``agents.population``):
+    ``a:0.5,b:0.5`` by share, or ``human=a,agent=b`` by kind."""
+    spec = spec.strip()
+    if "," not in spec and ":" not in spec and "=" not in spec:
+        return make(spec, "buyer", seed)
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if all("=" in p for p in parts):
+        roles = dict(_split(p, "=", spec) for p in parts)
+        if sorted(roles) != [AGENT, HUMAN]:
+            raise ValueError(f"population {spec!r}: by kind needs exactly human=NAME,agent=NAME")
+        members = [make(roles[HUMAN], "buyer", seed), make(roles[AGENT], "buyer", seed)]
+        return Population(members, None, [roles[HUMAN], roles[AGENT]])
+    if all(":" in p for p in parts):
+        pairs = [_split(p, ":", spec) for p in parts]
+        try:
+            shares = [float(share) for _, share in pairs]
+        except ValueError:
+            raise ValueError(f"population {spec!r}: shares must be numbers") from None
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"population {spec!r}: a member is named twice")
+        return Population([make(n, "buyer", seed) for n in names], shares, names)
+    raise ValueError(
+        f"population {spec!r}: write NAME:SHARE,NAME:SHARE or human=NAME,agent=NAME"
+    )
+
+
+def _split(part: str, sep: str, spec: str) -> tuple[str, str]:
+    left, _, right = part.partition(sep)
+    if not left.strip() or not right.strip():
+        raise ValueError(f"population {spec!r}: cannot read {part!r}")
+    return left.strip(), right.strip()
 
 
 register(

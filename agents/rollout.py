@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from agents.base import BuyerPolicy, SellerPolicy
 from arena.engine import BatchedMarket
 from arena.generator import MarketBatch, MarketInstance, stack_instances
@@ -11,7 +15,11 @@ from arena.observation import ACCEPT, COUNTER, REJECT
 
 
 def play_batch(batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy) -> BatchedMarket:
-    """Play every market of ``batch`` to the end; returns the finished engine."""
+    """Play every market of ``batch`` to the end; returns the finished engine.
+
+    The buyer policy decides which buyers are agents (``kinds``), so the batch the
+    engine plays may differ from ``batch`` in ``is_agent`` only."""
+    batch = with_buyer_kinds(batch, buyer)
     disclose = buyer.disclose(batch.is_agent, batch.keys)
     engine = BatchedMarket(batch, disclose)
     seller.reset(batch.size)
@@ -27,9 +35,22 @@ def play_batch(batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy) -> 
     return engine
 
 
+def with_buyer_kinds(batch: MarketBatch, buyer: BuyerPolicy) -> MarketBatch:
+    """The batch with ``is_agent`` as the buyer policy plays it."""
+    kinds = np.asarray(buyer.kinds(batch.is_agent, batch.keys), bool)
+    if np.array_equal(kinds, batch.is_agent):
+        return batch
+    kinds.flags.writeable = False
+    return dataclasses.replace(batch, is_agent=kinds)
+
+
 def play_reference(instance: MarketInstance, seller: SellerPolicy, buyer: BuyerPolicy) -> Market:
     """Play one market on the scalar reference, the policies deciding a batch of one."""
-    disclose = buyer.disclose(instance.is_agent[None], [instance.key])[0]
+    keys = np.array([instance.key], np.uint64)
+    kinds = buyer.kinds(instance.is_agent[None], keys)[0]
+    kinds.flags.writeable = False
+    instance = dataclasses.replace(instance, is_agent=kinds)
+    disclose = buyer.disclose(instance.is_agent[None], keys)[0]
     market = Market(instance, disclose=disclose)
     seller.reset(1)
     if seller.sees_private:

@@ -150,6 +150,7 @@ class BatchedMarket:
             disclosed=self.disclosed.reshape(-1)[f],
             turn=self.turn.copy(),
             key=self.batch.keys,
+            num_buyers=self.shape[1],
         )
 
     # ------------------------------------------------------------------ seller

@@ -127,7 +127,9 @@ def generate(config: MarketConfig, seed: int, index: int) -> MarketInstance:
 
 def generate_batch(config: MarketConfig, seed: int, indices: Sequence[int] | int) -> MarketBatch:
     """Markets ``indices`` (or ``range(indices)``), each exactly as ``generate`` draws it."""
-    idx = np.arange(indices) if isinstance(indices, int) else np.asarray(indices, dtype=np.int64)
+    if isinstance(indices, int | np.integer) and not isinstance(indices, bool):
+        indices = range(int(indices))
+    idx = np.asarray(indices, dtype=np.int64)
     if idx.ndim != 1 or idx.size == 0:
         raise ValueError("indices must be a non-empty 1-d sequence of market indices")
     return stack_instances([generate(config, seed, int(i)) for i in idx])
@@ -170,14 +172,16 @@ def stack_instances(instances: Sequence[MarketInstance]) -> MarketBatch:
     cfg = instances[0].config
     if any(x.config != cfg for x in instances):
         raise ValueError("all instances of a batch must share one config")
-    return MarketBatch(
-        config=cfg,
-        seed=instances[0].seed,
-        indices=np.array([x.index for x in instances], np.int64),
-        values=np.stack([x.values for x in instances]),
-        costs=np.stack([x.costs for x in instances]),
-        inventory=np.stack([x.inventory for x in instances]),
-        signals=np.stack([x.signals for x in instances]),
-        is_agent=np.stack([x.is_agent for x in instances]),
-        keys=np.array([x.key for x in instances], np.uint64),
-    )
+    arrays = {
+        "values": np.stack([x.values for x in instances]),
+        "costs": np.stack([x.costs for x in instances]),
+        "inventory": np.stack([x.inventory for x in instances]),
+        "signals": np.stack([x.signals for x in instances]),
+        "is_agent": np.stack([x.is_agent for x in instances]),
+        "keys": np.array([x.key for x in instances], np.uint64),
+        "indices": np.array([x.index for x in instances], np.int64),
+    }
+    # Batches are shared by every pairing that meets these markets: keep them read-only.
+    for a in arrays.values():
+        a.flags.writeable = False
+    return MarketBatch(config=cfg, seed=instances[0].seed, **arrays)

@@ -316,6 +316,7 @@ class Market:
             disclosed=as_batch(bool(self.disclosed[i]), bool),
             turn=as_batch(self.turn, np.int64),
             key=as_batch(inst.key, np.uint64),
+            num_buyers=inst.num_buyers,
         )
 
     @property

@@ -97,6 +97,7 @@ class BuyerObs:
     disclosed: np.ndarray  # (B,) whether the seller has been told it is an agent
     turn: np.ndarray  # (B,) messages the seller has sent, this one included
     key: np.ndarray  # (B,) uint64 market key
+    num_buyers: int  # N, the number of buyers in each market
 
     @property
     def batch_size(self) -> int:

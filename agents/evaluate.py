@@ -1,0 +1,63 @@
+"""Play many markets between a seller and a buyer policy and summarize the metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+from agents.base import BuyerPolicy, SellerPolicy
+from agents.rollout import play_batch
+from arena.config import MarketConfig
+from arena.generator import generate_batch
+from arena.metrics import METRICS, batch_metrics
+
+# Extra per-market figures derived from METRICS.
+DERIVED = ("violation_rate",)
+
+
+def play_markets(
+    config: MarketConfig,
+    seed: int,
+    indices: Sequence[int],
+    seller: SellerPolicy,
+    buyer: BuyerPolicy,
+    chunk: int = 1024,
+) -> dict[str, np.ndarray]:
+    """Per-market metrics of markets ``indices`` (of ``config`` under ``seed``), played on the
+    batched engine ``chunk`` markets at a time. Market ``k`` is the same instance whoever
+    plays it (common random numbers)."""
+    indices = np.asarray(indices, np.int64)
+    parts = []
+    for start in range(0, len(indices), chunk):
+        batch = generate_batch(config, seed, indices[start : start + chunk])
+        parts.append(batch_metrics(play_batch(batch, seller, buyer)))
+    out = {name: np.concatenate([p[name] for p in parts]) for name in METRICS}
+    out["violation_rate"] = (out["seller_violations"] + out["buyer_violations"]) / np.maximum(
+        out["turns_used"], 1.0
+    )
+    return out
+
+
+def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, lower, upper): Student-t interval over the finite entries (nan if none)."""
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return (float("nan"),) * 3
+    m = float(x.mean())
+    if x.size == 1:
+        return m, m, m
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    return m, m - half, m + half
+
+
+def summarize(metrics: dict[str, np.ndarray], names: Sequence[str] | None = None) -> dict:
+    """{name: mean, name_ci: [lower, upper]} for a JSON line or a table."""
+    out: dict = {}
+    for name in names or metrics:
+        m, lo, hi = mean_ci(metrics[name])
+        out[name] = m
+        out[name + "_ci"] = [lo, hi]
+    return out

@@ -131,9 +131,7 @@ def make_buyers(spec: str, seed: int = 0) -> BuyerPolicy:
         if len(set(names)) != len(names):
             raise ValueError(f"population {spec!r}: a member is named twice")
         return Population([make(n, "buyer", seed) for n in names], shares, names)
-    raise ValueError(
-        f"population {spec!r}: write NAME:SHARE,NAME:SHARE or human=NAME,agent=NAME"
-    )
+    raise ValueError(f"population {spec!r}: write NAME:SHARE,NAME:SHARE or human=NAME,agent=NAME")
 
 
 def _split(part: str, sep: str, spec: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -16,6 +17,7 @@ import sys
 from tabulate import tabulate
 
 from agents import registry
+from agents.evaluate import play_markets, summarize
 from agents.rollout import play_reference
 from arena.config import DISCLOSURE_RULES, MarketConfig, load_market_file
 from arena.generator import generate
@@ -36,7 +38,7 @@ def _market_config(path: str | None, disclosure: str | None) -> MarketConfig:
 def cmd_play(args: argparse.Namespace) -> int:
     cfg = _market_config(args.market, args.disclosure)
     seller = registry.make(args.seller, "seller", seed=args.seed)
-    buyer = registry.make(args.buyers, "buyer", seed=args.seed)
+    buyer = registry.make_buyers(args.buyers, seed=args.seed)
     instance = generate(cfg, args.seed, args.index)
     market = play_reference(instance, seller, buyer)
     lo, hi = cfg.price_range
@@ -100,6 +102,100 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_agents(args: argparse.Namespace) -> int:
+    rows = [
+        {
+            "name": e.name,
+            "side": e.side,
+            "kind": e.kind,
+            "disclosed": e.disclosed,
+            "reference": e.reference,
+            "params": e.params,
+            "description": e.description,
+        }
+        for e in registry.entries(args.side)
+    ]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    table = [
+        [
+            r["name"],
+            r["side"],
+            r["kind"] + (" (reference)" if r["reference"] else ""),
+            ", ".join(f"{k}={v}" for k, v in r["params"].items()),
+            r["description"],
+        ]
+        for r in rows
+    ]
+    print(
+        tabulate(
+            table,
+            headers=["name", "side", "kind", "params", "description"],
+            maxcolwidths=[None, None, None, 30, 60],
+        )
+    )
+    return 0
+
+
+EVAL_METRICS = (
+    "profit",
+    "buyer_surplus",
+    "buyer_surplus_human",
+    "buyer_surplus_agent",
+    "welfare",
+    "efficiency",
+    "capture",
+    "match_quality",
+    "deal_rate",
+    "violation_rate",
+    "mean_price",
+    "turns_used",
+)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    cfg = _market_config(args.market, args.disclosure)
+    seller = registry.make(args.seller, "seller", seed=args.seed)
+    buyer = registry.make_buyers(args.buyers, seed=args.seed)
+    metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer)
+    summary = summarize(metrics, EVAL_METRICS)
+    rows = [
+        [
+            name,
+            _f(summary[name], 3),
+            f"[{_f(summary[name + '_ci'][0], 3)}, {_f(summary[name + '_ci'][1], 3)}]",
+        ]
+        for name in EVAL_METRICS
+    ]
+    print(
+        f"{args.seller} vs {args.buyers}: {args.markets} markets, seed {args.seed}, "
+        f"disclosure {cfg.disclosure}"
+    )
+    print(tabulate(rows, headers=["metric", "mean", "95% CI"], disable_numparse=True))
+    if args.json:
+        out = {
+            "seller": args.seller,
+            "buyers": args.buyers,
+            "markets": args.markets,
+            "seed": args.seed,
+            "market": cfg.to_dict(),
+            **summary,
+        }
+        print(json.dumps(_json_safe(out)))
+    return 0
+
+
+def _json_safe(x):
+    if isinstance(x, float):
+        return None if math.isnan(x) else x
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_json_safe(v) for v in x]
+    return x
+
+
 def _indent(who: str, text: str) -> str:
     lines = text.splitlines() or [""]
     return "\n".join(
@@ -123,7 +219,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_nonneg_int, default=0, help="root seed")
     p.add_argument("--index", type=_nonneg_int, default=0, help="market index under the seed")
     p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("agents", help="list the registered sellers and buyers")
+    p.add_argument("--side", choices=("seller", "buyer"), help="only one side")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(func=cmd_agents)
+
+    p = sub.add_parser("eval", help="mean metrics with 95%% CIs over many markets")
+    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
+    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
+    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
+    p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+    p.add_argument("--markets", type=_pos_int, default=1000, help="number of markets")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="root seed")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object")
+    p.set_defaults(func=cmd_eval)
     return ap
+
+
+def _pos_int(text: str) -> int:
+    value = _nonneg_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return value
 
 
 def _nonneg_int(text: str) -> int:

@@ -60,7 +60,7 @@ class RandomSeller(SellerPolicy):
     seed: int = 12345
 
     def act(self, obs: SellerObs) -> SellerAction:
-        b, n, m = obs.batch_size, obs.num_buyers, obs.num_products
+        n, m = obs.num_buyers, obs.num_products
         lo, hi = obs.price_range
         u = uniform(self.seed, obs.key[:, None], obs.turn[:, None], np.arange(max(n, m)))
         to = np.argmax(np.where(obs.active, u[:, :n] + 1.0, 0.0), axis=1)

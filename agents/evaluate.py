@@ -10,11 +10,22 @@ from scipy import stats
 from agents.base import BuyerPolicy, SellerPolicy
 from agents.rollout import play_batch
 from arena.config import MarketConfig
-from arena.generator import generate_batch
-from arena.metrics import METRICS, batch_metrics
+from arena.generator import MarketBatch, generate_batch
+from arena.metrics import batch_metrics
 
 # Extra per-market figures derived from METRICS.
 DERIVED = ("violation_rate",)
+
+
+def evaluate_batch(
+    batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy, w_star: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Per-market metrics (METRICS and DERIVED) of one batch played to the end."""
+    out = batch_metrics(play_batch(batch, seller, buyer), w_star)
+    out["violation_rate"] = (out["seller_violations"] + out["buyer_violations"]) / np.maximum(
+        out["turns_used"], 1.0
+    )
+    return out
 
 
 def play_markets(
@@ -29,15 +40,11 @@ def play_markets(
     batched engine ``chunk`` markets at a time. Market ``k`` is the same instance whoever
     plays it (common random numbers)."""
     indices = np.asarray(indices, np.int64)
-    parts = []
-    for start in range(0, len(indices), chunk):
-        batch = generate_batch(config, seed, indices[start : start + chunk])
-        parts.append(batch_metrics(play_batch(batch, seller, buyer)))
-    out = {name: np.concatenate([p[name] for p in parts]) for name in METRICS}
-    out["violation_rate"] = (out["seller_violations"] + out["buyer_violations"]) / np.maximum(
-        out["turns_used"], 1.0
-    )
-    return out
+    parts = [
+        evaluate_batch(generate_batch(config, seed, indices[start : start + chunk]), seller, buyer)
+        for start in range(0, len(indices), chunk)
+    ]
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
 def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:

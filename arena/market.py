@@ -41,6 +41,7 @@ counted in the violations and kept in the transcript.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -111,6 +112,32 @@ class TurnRecord:
     buyer_error: str = ""
     trade: Trade | None = None
     buyer_left: bool = False
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict: raw texts, parsed messages (None if unparsable), violations."""
+        return {
+            "turn": self.turn,
+            "seller_text": self.seller_text,
+            "seller_message": _message_dict(self.seller_message),
+            "seller_violation": self.seller_violation.name.lower(),
+            "seller_error": self.seller_error,
+            "buyer": self.buyer,
+            "buyer_text": self.buyer_text,
+            "buyer_message": _message_dict(self.buyer_message),
+            "buyer_violation": self.buyer_violation.name.lower(),
+            "buyer_error": self.buyer_error,
+            "trade": None if self.trade is None else dataclasses.asdict(self.trade),
+            "buyer_left": self.buyer_left,
+        }
+
+
+def _message_dict(msg: SellerMessage | BuyerMessage | None) -> dict | None:
+    if msg is None:
+        return None
+    out = dataclasses.asdict(msg)
+    if isinstance(msg, BuyerMessage):
+        out["decision"] = msg.decision.value
+    return out
 
 
 @dataclass

@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from arena.engine import BatchedMarket
-from arena.generator import MarketInstance
+from arena.generator import MarketBatch, MarketInstance
 from arena.market import Market
 from arena.oracle import optimal_assignment, optimal_welfare, vcg_payments, walrasian_prices
 
@@ -106,13 +106,13 @@ def market_metrics(market: Market, w_star: float | None = None) -> dict[str, flo
     return out
 
 
-def welfare_bounds(engine: BatchedMarket) -> np.ndarray:
+def welfare_bounds(batch: MarketBatch) -> np.ndarray:
     """W*_T of every market of a batch."""
-    b = engine.batch
+    turns = batch.config.turns
     return np.array(
         [
-            optimal_welfare(b.values[k], b.costs[k], b.inventory[k], engine.turns)
-            for k in range(b.size)
+            optimal_welfare(batch.values[k], batch.costs[k], batch.inventory[k], turns)
+            for k in range(batch.size)
         ]
     )
 
@@ -125,7 +125,7 @@ def batch_metrics(engine: BatchedMarket, w_star: np.ndarray | None = None) -> di
     """
     b = engine.batch
     lo, hi = engine.lo, engine.hi
-    w_star = welfare_bounds(engine) if w_star is None else np.asarray(w_star, float)
+    w_star = welfare_bounds(engine.batch) if w_star is None else np.asarray(w_star, float)
     got = engine.bought >= 0
     j = np.where(got, engine.bought, 0)
     value = np.take_along_axis(b.values, j[..., None], axis=2)[..., 0]

@@ -1,0 +1,172 @@
+"""Running a tournament: in this process, or on Ray (an embedded local instance by default,
+an existing cluster with ``address`` / RAY_ADDRESS).
+
+The driver plans the units still missing from the store, hands them to match
+workers, and stores each result in its own transaction as it arrives. Each
+worker is a Ray actor hosting the cheap agents of the matches it plays (an
+actor call costs about a millisecond, so one call plays a whole unit of up to
+1,000 markets, all agents deciding for the whole batch at once). A worker that
+dies is replaced and its units are played again; since a unit is a pure
+function of (spec, match, markets), the results are the same.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tournaments.spec import TournamentSpec
+from tournaments.store import ResultStore
+from tournaments.worker import MatchWorker, Unit, UnitResult, plan_units
+
+# How many units each worker holds at once: one running, one queued, so a worker never
+# waits on the driver between units.
+IN_FLIGHT_PER_WORKER = 2
+
+
+@dataclass
+class RunSummary:
+    folder: Path
+    units_total: int
+    units_run: int  # played in this call (the rest were stored already)
+    markets_run: int
+    wall_s: float
+    ray_start_s: float
+    workers_replaced: int
+
+
+def run_tournament(
+    spec: TournamentSpec,
+    folder: str | Path,
+    workers: int = 2,
+    address: str | None = None,
+    use_ray: bool = True,
+    progress: bool = True,
+    unit_markets: int = 1000,
+    on_result: Callable[[UnitResult, dict], None] | None = None,
+) -> RunSummary:
+    """Play every unit of ``spec`` not yet stored in ``folder``; resumable at any point."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    t0 = time.perf_counter()
+    store = ResultStore.create_or_resume(folder, spec)
+    try:
+        done = store.done_units()
+        units = plan_units(spec, unit_markets)
+        todo = [u for u in units if (u.match_id, u.start) not in done]
+        bar = _progress(len(units), len(units) - len(todo), spec, progress)
+        ctx: dict = {"replaced": 0, "ray_start_s": 0.0}
+
+        def store_result(result: UnitResult) -> None:
+            store.write(result, spec)
+            bar.update(1)
+            if on_result is not None:
+                on_result(result, ctx)
+
+        if todo:
+            if use_ray:
+                _run_ray(spec, todo, workers, address, store_result, ctx)
+            else:
+                worker = MatchWorker(spec)
+                for unit in todo:
+                    store_result(worker.play(unit))
+        bar.close()
+        return RunSummary(
+            folder=Path(folder),
+            units_total=len(units),
+            units_run=len(todo),
+            markets_run=sum(u.stop - u.start for u in todo),
+            wall_s=time.perf_counter() - t0,
+            ray_start_s=ctx["ray_start_s"],
+            workers_replaced=ctx["replaced"],
+        )
+    finally:
+        store.close()
+
+
+def init_ray(address: str | None, workers: int) -> float:
+    """Start (or join) Ray once per process; returns the seconds it took."""
+    import ray
+
+    if ray.is_initialized():
+        return 0.0
+    t0 = time.perf_counter()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(
+            num_cpus=workers,
+            include_dashboard=False,
+            log_to_driver=False,
+            object_store_memory=200 * 1024 * 1024,
+        )
+    return time.perf_counter() - t0
+
+
+def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: dict) -> None:
+    import ray
+    from ray.exceptions import RayActorError
+
+    ctx["ray_start_s"] = init_ray(address, workers)
+    remote_worker = ray.remote(num_cpus=1)(MatchWorker)
+    spec_ref = ray.put(spec)
+    actors = [remote_worker.remote(spec_ref) for _ in range(workers)]
+    ctx["actors"] = actors
+    queue = list(reversed(todo))  # pop() from the end keeps match-id order
+    in_flight: dict = {}  # ObjectRef -> (actor slot, unit)
+    stored: set[tuple[str, int]] = set()
+
+    def submit(slot: int) -> None:
+        if queue:
+            unit = queue.pop()
+            in_flight[actors[slot].play.remote(unit)] = (slot, unit)
+
+    for slot in range(workers):
+        for _ in range(IN_FLIGHT_PER_WORKER):
+            submit(slot)
+    try:
+        while in_flight:
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            ref = ready[0]
+            slot, unit = in_flight.pop(ref)
+            try:
+                result = ray.get(ref)
+            except RayActorError:
+                # The worker died (killed, out of memory, node lost): replace it and play
+                # every unit it held again. Results are pure, so nothing changes.
+                lost = [u for r, (s, u) in list(in_flight.items()) if s == slot]
+                for r in [r for r, (s, _) in in_flight.items() if s == slot]:
+                    in_flight.pop(r)
+                queue.extend(reversed([unit, *lost]))
+                actors[slot] = remote_worker.remote(spec_ref)
+                ctx["replaced"] += 1
+                for _ in range(IN_FLIGHT_PER_WORKER):
+                    submit(slot)
+                continue
+            if (unit.match_id, unit.start) not in stored:
+                stored.add((unit.match_id, unit.start))
+                store_result(result)
+            submit(slot)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, done: int, spec: TournamentSpec, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, unit="unit", desc=spec.name, dynamic_ncols=True)

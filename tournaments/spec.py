@@ -1,0 +1,226 @@
+"""Tournament specs (TOML) and the round robin they describe.
+
+A spec::
+
+    [tournament]
+    name = "default"
+    seed = 0
+    markets = 1000                 # markets per match
+    sellers = ["posted_price", "greedy_matcher", ...]
+    buyers = ["truthful", "strategic", "strategic+disclosed", "mixed"]
+    disclosure = ["hidden", "mandatory"]
+    reference = "posted_price"     # the entry pinned on the rating scale
+
+    [populations]                  # optional short names for buyer populations
+    mixed = "noisy_human:0.5,strategic:0.5"
+
+    [markets.small]                # one table per market config (MarketConfig schema)
+    buyers = 8
+    ...
+
+The round robin is every seller x buyer entry x disclosure rule x market config.
+Market instances depend only on (market config, tournament seed, index): every
+pairing, and both disclosure rules, meet the same markets. A match's policy
+seed derives from (tournament seed, match id), so results do not depend on
+which worker plays a match or when.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agents import registry
+from arena.config import DISCLOSURE_RULES, MarketConfig
+
+_TOP_KEYS = {"tournament", "populations", "markets"}
+_TOURNAMENT_KEYS = {
+    "name",
+    "seed",
+    "markets",
+    "sellers",
+    "buyers",
+    "disclosure",
+    "reference",
+    "transcripts",
+}
+
+
+class SpecError(ValueError):
+    """A spec that cannot be run; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Match:
+    """One pairing of the round robin."""
+
+    match_id: str  # seller|buyer|disclosure|market, stable and human-readable
+    seller: str
+    buyer: str  # an entry name or a population name
+    disclosure: str
+    market: str  # the market config's name
+    config: MarketConfig  # with the match's disclosure rule
+
+
+@dataclass(frozen=True)
+class TournamentSpec:
+    name: str
+    seed: int
+    markets: int
+    sellers: tuple[str, ...]
+    buyers: tuple[str, ...]
+    disclosure: tuple[str, ...]
+    market_configs: tuple[tuple[str, MarketConfig], ...]
+    populations: tuple[tuple[str, str], ...] = ()
+    reference: str | None = None
+    transcripts: int = 2  # markets per match whose full transcripts are kept
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.name, str) and self.name != "", "tournament.name must be a string")
+        _check(_is_int(self.seed) and self.seed >= 0, "tournament.seed must be an integer >= 0")
+        _check(_is_int(self.markets) and self.markets >= 1, "tournament.markets must be >= 1")
+        _check(
+            _is_int(self.transcripts) and self.transcripts >= 0,
+            "tournament.transcripts must be an integer >= 0",
+        )
+        for side, names in (("sellers", self.sellers), ("buyers", self.buyers)):
+            _check(len(names) > 0, f"tournament.{side} is empty")
+            dup = sorted({n for n in names if names.count(n) > 1})
+            _check(not dup, f"tournament.{side} names {', '.join(dup)} twice")
+        _check(len(self.disclosure) > 0, "tournament.disclosure is empty")
+        for rule in self.disclosure:
+            _check(
+                rule in DISCLOSURE_RULES,
+                f"unknown disclosure rule {rule!r}; known: {', '.join(DISCLOSURE_RULES)}",
+            )
+        _check(len(set(self.disclosure)) == len(self.disclosure), "a disclosure rule is twice")
+        _check(len(self.market_configs) > 0, "no [markets.NAME] table")
+        pops = dict(self.populations)
+        for name in self.sellers:
+            _entry(lambda n=name: registry.get(n, "seller"))
+        for name in self.buyers:
+            _entry(lambda n=name: registry.make_buyers(pops.get(n, n)))
+        both = set(self.sellers) & set(self.buyers)
+        _check(not both, f"{', '.join(sorted(both))} is both a seller and a buyer entry")
+        if self.reference is not None:
+            _check(
+                self.reference in self.sellers or self.reference in self.buyers,
+                f"reference {self.reference!r} is not an entry of this tournament",
+            )
+
+    # ------------------------------------------------------------------ round robin
+    def buyer_spec(self, buyer: str) -> str:
+        """The registry spec of a buyer entry (a population name resolves to its mix)."""
+        return dict(self.populations).get(buyer, buyer)
+
+    def matches(self) -> list[Match]:
+        out = []
+        for market, cfg in self.market_configs:
+            for rule in self.disclosure:
+                mcfg = dataclasses.replace(cfg, disclosure=rule)
+                for seller in self.sellers:
+                    for buyer in self.buyers:
+                        mid = f"{seller}|{buyer}|{rule}|{market}"
+                        out.append(Match(mid, seller, buyer, rule, market, mcfg))
+        return sorted(out, key=lambda m: m.match_id)
+
+    def policy_seed(self, match: Match) -> int:
+        """A 63-bit seed from (tournament seed, match id): stable across runs and hosts."""
+        digest = hashlib.sha256(match.match_id.encode()).digest()
+        ss = np.random.SeedSequence([self.seed, int.from_bytes(digest[:8], "little")])
+        return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tournament": {
+                "name": self.name,
+                "seed": self.seed,
+                "markets": self.markets,
+                "sellers": list(self.sellers),
+                "buyers": list(self.buyers),
+                "disclosure": list(self.disclosure),
+                "transcripts": self.transcripts,
+                **({"reference": self.reference} if self.reference else {}),
+            },
+            "populations": dict(self.populations),
+            "markets": {name: cfg.to_dict() for name, cfg in self.market_configs},
+        }
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise SpecError(message)
+
+
+def _entry(build) -> None:
+    try:
+        build()
+    except (registry.UnknownEntry, ValueError) as err:
+        raise SpecError(str(err)) from None
+
+
+def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
+    """Build and validate a spec from parsed TOML; ``overrides`` replace tournament keys."""
+    unknown = sorted(set(data) - _TOP_KEYS)
+    _check(not unknown, f"unknown table(s) {', '.join(unknown)}; known: {', '.join(_TOP_KEYS)}")
+    t = data.get("tournament")
+    _check(isinstance(t, dict), "no [tournament] table")
+    unknown = sorted(set(t) - _TOURNAMENT_KEYS)
+    _check(not unknown, f"unknown tournament key(s) {', '.join(unknown)}")
+    t = {**t, **{k: v for k, v in overrides.items() if v is not None}}
+    for key in ("sellers", "buyers"):
+        _check(
+            isinstance(t.get(key), list) and all(isinstance(x, str) for x in t[key]),
+            f"tournament.{key} must be a list of entry names",
+        )
+    disclosure = t.get("disclosure", ["hidden"])
+    _check(isinstance(disclosure, list), "tournament.disclosure must be a list")
+    pops = data.get("populations", {})
+    _check(
+        isinstance(pops, dict) and all(isinstance(v, str) for v in pops.values()),
+        '[populations] maps a name to a mix such as "a:0.5,b:0.5"',
+    )
+    markets = data.get("markets")
+    _check(isinstance(markets, dict) and markets, "no [markets.NAME] table")
+    configs = []
+    for name, table in markets.items():
+        try:
+            configs.append((name, MarketConfig.from_dict(table)))
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"markets.{name}: {err}") from None
+    return TournamentSpec(
+        name=t.get("name", "tournament"),
+        seed=t.get("seed", 0),
+        markets=t.get("markets", 1000),
+        sellers=tuple(t["sellers"]),
+        buyers=tuple(t["buyers"]),
+        disclosure=tuple(disclosure),
+        market_configs=tuple(configs),
+        populations=tuple(sorted(pops.items())),
+        reference=t.get("reference"),
+        transcripts=t.get("transcripts", 2),
+    )
+
+
+def load_spec(path: str, **overrides: Any) -> TournamentSpec:
+    """Read and validate a spec file; every problem is a SpecError naming the file."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read spec ({err.strerror})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: not valid TOML ({err})") from None
+    try:
+        return spec_from_dict(data, **overrides)
+    except SpecError as err:
+        raise SpecError(f"{path}: {err}") from None

@@ -1,0 +1,246 @@
+"""The results store: one SQLite file per run folder.
+
+Tables::
+
+    meta         key -> value: the spec (JSON), seed, package versions, creation time
+    units        (match_id, start, stop): the slices of work already stored
+    markets      one row per market per match: the match's coordinates and every
+                 metric of arena.metrics (enough to recompute every statistic)
+    transcripts  (match_id, market) -> the JSON list of turn records of a sample
+
+A unit's rows and its ``units`` row are written in one transaction, so a run
+killed at any moment leaves whole units only; a rerun skips them and never
+duplicates a row (the primary keys would refuse it anyway).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import platform
+import sqlite3
+import time
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from tournaments.spec import TournamentSpec
+from tournaments.worker import STORED_METRICS, Unit, UnitResult
+
+DB_NAME = "results.sqlite"
+KEY_COLUMNS = ("match_id", "market", "seller", "buyer", "disclosure", "config")
+COLUMNS = KEY_COLUMNS + STORED_METRICS
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS units (
+    match_id TEXT NOT NULL, start INTEGER NOT NULL, stop INTEGER NOT NULL,
+    PRIMARY KEY (match_id, start)
+);
+CREATE TABLE IF NOT EXISTS markets (
+    match_id TEXT NOT NULL, market INTEGER NOT NULL, seller TEXT NOT NULL, buyer TEXT NOT NULL,
+    disclosure TEXT NOT NULL, config TEXT NOT NULL,
+    {", ".join(f"{m} REAL" for m in STORED_METRICS)},
+    PRIMARY KEY (match_id, market)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS transcripts (
+    match_id TEXT NOT NULL, market INTEGER NOT NULL, turns TEXT NOT NULL,
+    PRIMARY KEY (match_id, market)
+);
+"""
+
+PACKAGES = ("numpy", "scipy", "ray", "torch", "transformers", "tabulate", "agent-market-arena")
+
+
+class StoreError(ValueError):
+    """The run folder cannot be used as asked (nothing in it is changed)."""
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+class ResultStore:
+    """The SQLite store of one run folder."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.conn = conn
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def create_or_resume(cls, folder: str | Path, spec: TournamentSpec) -> ResultStore:
+        """Open the run folder for ``spec``: a new folder is initialised; an existing one must
+        hold the same spec (same seed and markets included), else StoreError and nothing
+        in it is touched."""
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise StoreError(f"{folder} exists and is not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / DB_NAME
+        spec_json = json.dumps(spec.to_dict(), sort_keys=True)
+        conn = _connect(path)
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
+        if stored is not None and stored[0] != spec_json:
+            conn.close()
+            diff = _spec_diff(json.loads(stored[0]), spec.to_dict())
+            raise StoreError(
+                f"{folder} holds results of a different spec ({diff}); "
+                "rerun with the same spec, seed and --markets, or choose another --out"
+            )
+        if stored is None:
+            with conn:
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        ("spec", spec_json),
+                        ("seed", str(spec.seed)),
+                        ("versions", json.dumps(package_versions(), sort_keys=True)),
+                        ("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+                    ],
+                )
+            (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        return cls(path, conn)
+
+    @classmethod
+    def open(cls, folder: str | Path) -> ResultStore:
+        """Open an existing run folder for reading."""
+        path = Path(folder) / DB_NAME
+        if not path.is_file():
+            raise StoreError(f"{folder}: no results here (expected {DB_NAME})")
+        try:
+            conn = _connect(path)
+            conn.execute("SELECT count(*) FROM markets").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise StoreError(f"{path}: not a results database ({err})") from None
+        return cls(path, conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ writing
+    def done_units(self) -> set[tuple[str, int]]:
+        return set(self.conn.execute("SELECT match_id, start FROM units"))
+
+    def write(self, result: UnitResult, spec: TournamentSpec) -> bool:
+        """Store one unit in one transaction; False if it was stored already."""
+        u = result.unit
+        match = next(m for m in spec.matches() if m.match_id == u.match_id)
+        rows = _rows(result, match.seller, match.buyer, match.disclosure, match.market)
+        with self.conn:
+            if self.conn.execute(
+                "SELECT 1 FROM units WHERE match_id = ? AND start = ?", (u.match_id, u.start)
+            ).fetchone():
+                return False
+            self.conn.executemany(
+                f"INSERT INTO markets ({', '.join(COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(COLUMNS))})",
+                rows,
+            )
+            self.conn.executemany(
+                "INSERT INTO transcripts (match_id, market, turns) VALUES (?, ?, ?)",
+                [(u.match_id, k, t) for k, t in sorted(result.transcripts.items())],
+            )
+            self.conn.execute(
+                "INSERT INTO units (match_id, start, stop) VALUES (?, ?, ?)",
+                (u.match_id, u.start, u.stop),
+            )
+        return True
+
+    # ------------------------------------------------------------------ reading
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta"))
+
+    def spec_dict(self) -> dict:
+        return json.loads(self.meta()["spec"])
+
+    def records(self) -> dict[str, np.ndarray]:
+        """Every market row, sorted by (match_id, market): columns as arrays."""
+        cur = self.conn.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM markets ORDER BY match_id, market"
+        )
+        rows = cur.fetchall()
+        out: dict[str, np.ndarray] = {}
+        for k, name in enumerate(COLUMNS):
+            col = [r[k] for r in rows]
+            if name in KEY_COLUMNS and name != "market":
+                out[name] = np.array(col, dtype=object)
+            elif name == "market":
+                out[name] = np.array(col, dtype=np.int64)
+            else:
+                out[name] = np.array([np.nan if x is None else x for x in col], dtype=float)
+        return out
+
+    def transcript(self, match_id: str, market: int) -> list[dict] | None:
+        row = self.conn.execute(
+            "SELECT turns FROM transcripts WHERE match_id = ? AND market = ?", (match_id, market)
+        ).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def transcript_keys(self) -> list[tuple[str, int]]:
+        return list(self.conn.execute("SELECT match_id, market FROM transcripts ORDER BY 1, 2"))
+
+    def counts(self) -> tuple[int, int]:
+        """(market rows, stored units)."""
+        return (
+            self.conn.execute("SELECT count(*) FROM markets").fetchone()[0],
+            self.conn.execute("SELECT count(*) FROM units").fetchone()[0],
+        )
+
+    # ------------------------------------------------------------------ export
+    def export_csv(self, path: str | Path) -> int:
+        rows = self.conn.execute(f"SELECT {', '.join(COLUMNS)} FROM markets ORDER BY 1, 2")
+        n = 0
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(COLUMNS)
+            for row in rows:
+                w.writerow(row)
+                n += 1
+        return n
+
+    def export_json(self, path: str | Path) -> int:
+        rows = self.conn.execute(f"SELECT {', '.join(COLUMNS)} FROM markets ORDER BY 1, 2")
+        data = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+        with open(path, "w") as fh:
+            json.dump({"meta": self.meta(), "markets": data}, fh)
+        return len(data)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30.0)
+    # WAL keeps readers (a report) and the writer (a running tournament) out of each other's
+    # way; synchronous=NORMAL still never loses a committed transaction to a killed process.
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(_SCHEMA)
+    return conn
+
+
+def _rows(result: UnitResult, seller, buyer, disclosure, market) -> Iterable[tuple]:
+    u = result.unit
+    cols = [result.metrics[m] for m in STORED_METRICS]
+    for k in range(u.stop - u.start):
+        values = [None if np.isnan(c[k]) else float(c[k]) for c in cols]
+        yield (u.match_id, u.start + k, seller, buyer, disclosure, market, *values)
+
+
+def _spec_diff(old: dict, new: dict) -> str:
+    keys = []
+    for section in sorted(set(old) | set(new)):
+        a, b = old.get(section, {}), new.get(section, {})
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                keys.append(f"{section}.{key}")
+    return "differs in " + ", ".join(keys) if keys else "differs"
+
+
+__all__ = ["ResultStore", "StoreError", "Unit", "package_versions"]

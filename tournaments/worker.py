@@ -1,0 +1,111 @@
+"""Playing one unit of work: a slice of one match's markets. No Ray here.
+
+``play_unit`` is a pure function of (spec, match, market range): the policies are
+built from the registry with the match's seed, the markets are drawn from
+(config, tournament seed, index), and the result is the same on any worker, in
+any order, on any retry. ``MatchWorker`` wraps it with caches for a long-lived
+process (a Ray actor, or the driver itself when Ray is off).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from agents import registry
+from agents.evaluate import evaluate_batch
+from agents.rollout import play_reference
+from arena.generator import MarketBatch, generate, generate_batch
+from arena.metrics import welfare_bounds
+from tournaments.spec import Match, TournamentSpec
+
+# Columns stored per market (see arena.metrics for definitions).
+STORED_METRICS = (
+    "profit",
+    "revenue",
+    "buyer_surplus",
+    "buyer_surplus_human",
+    "buyer_surplus_agent",
+    "buyer_surplus_disclosed",
+    "buyer_surplus_undisclosed",
+    "welfare",
+    "w_star",
+    "efficiency",
+    "capture",
+    "match_quality",
+    "deal_rate",
+    "trades",
+    "turns_used",
+    "seller_violations",
+    "buyer_violations",
+    "mean_price",
+    "mean_price_norm",
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Markets [start, stop) of one match."""
+
+    match_id: str
+    start: int
+    stop: int
+
+
+@dataclass
+class UnitResult:
+    unit: Unit
+    metrics: dict[str, np.ndarray]  # STORED_METRICS -> (stop - start,)
+    transcripts: dict[int, str]  # market index -> JSON list of turn records
+
+
+def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> list[Unit]:
+    """Every unit of the round robin, in match-id order."""
+    return [
+        Unit(m.match_id, start, min(start + unit_markets, spec.markets))
+        for m in spec.matches()
+        for start in range(0, spec.markets, unit_markets)
+    ]
+
+
+class MatchWorker:
+    """Plays units; keeps the round robin and the oracle bounds it has computed."""
+
+    def __init__(self, spec: TournamentSpec) -> None:
+        self.spec = spec
+        self.matches = {m.match_id: m for m in spec.matches()}
+        self._markets_cache: dict[tuple[str, int, int], tuple[MarketBatch, np.ndarray]] = {}
+
+    def ping(self) -> int:
+        return 0
+
+    def play(self, unit: Unit) -> UnitResult:
+        match = self.matches[unit.match_id]
+        seed = self.spec.policy_seed(match)
+        seller = registry.make(match.seller, "seller", seed=seed)
+        buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seed)
+        batch, w_star = self._markets(match, unit)
+        metrics = evaluate_batch(batch, seller, buyer, w_star)
+        transcripts = {}
+        for k in range(unit.start, min(unit.stop, self.spec.transcripts)):
+            # The reference market plays the same game (tests hold the engines equal) and
+            # keeps the raw text of every message.
+            seller = registry.make(match.seller, "seller", seed=seed)
+            buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seed)
+            market = play_reference(generate(match.config, self.spec.seed, k), seller, buyer)
+            transcripts[k] = json.dumps([r.to_dict() for r in market.transcript])
+        return UnitResult(unit, {name: metrics[name] for name in STORED_METRICS}, transcripts)
+
+    def _markets(self, match: Match, unit: Unit) -> tuple[MarketBatch, np.ndarray]:
+        """The unit's markets and their W*_T. Every pairing and both disclosure rules meet
+        the same instances (the rule lives in the config, not in the draw), so both are
+        drawn and solved once per worker and reused with the match's config."""
+        key = (match.market, unit.start, unit.stop)
+        if key not in self._markets_cache:
+            batch = generate_batch(match.config, self.spec.seed, range(unit.start, unit.stop))
+            self._markets_cache[key] = (batch, welfare_bounds(batch))
+        batch, w_star = self._markets_cache[key]
+        return dataclasses.replace(batch, config=match.config), w_star

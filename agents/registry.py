@@ -17,7 +17,7 @@ import numpy as np
 
 from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy
 from agents.population import Population
-from agents.scripted.buyers import Truthful
+from agents.scripted.buyers import Haggler, NoisyHuman, StrategicAgent, Threshold, Truthful
 from agents.scripted.sellers import PostedPrice
 
 DISCLOSED_SUFFIX = "+disclosed"
@@ -40,6 +40,17 @@ class Entry:
     description: str = ""
     disclosed: bool = False  # a disclosure variant
     reference: bool = False  # sees private information: an upper reference, not a competitor
+    hosting: str = "worker"  # "actor": expensive (e.g. a language model), served from its own actor
+
+    @property
+    def all_params(self) -> dict[str, Any]:
+        """Every parameter with its value for this entry (factory defaults included)."""
+        out = {
+            f.name: f.default
+            for f in dataclasses.fields(self.factory)
+            if f.name != "seed" and f.default is not dataclasses.MISSING
+        }
+        return {**out, **self.params}
 
     def build(self, seed: int = 0, **overrides: Any) -> SellerPolicy | BuyerPolicy:
         params = {**self.params, **overrides}
@@ -141,23 +152,21 @@ def _split(part: str, sep: str, spec: str) -> tuple[str, str]:
     return left.strip(), right.strip()
 
 
-register(
-    Entry(
-        "posted_price",
-        "seller",
-        AGENT,
-        PostedPrice,
-        {"markup": 0.5},
-        "Posts cost x (1 + markup) and offers each buyer in turn its best product.",
-    )
-)
-register(
-    Entry(
-        "truthful",
-        "buyer",
-        HUMAN,
-        Truthful,
-        {},
-        "Accepts any offer worth at least its price; never counters.",
-    )
-)
+# ---------------------------------------------------------------------- scripted entries
+# name, side, kind, factory, params, description
+_SCRIPTED = [
+    ("posted_price", "seller", AGENT, PostedPrice, {"markup": 0.5},
+     "Posts cost x (1 + markup) and offers each buyer in turn its best product."),
+    ("truthful", "buyer", HUMAN, Truthful, {},
+     "Accepts any offer worth at least its price; never counters."),
+    ("threshold", "buyer", HUMAN, Threshold, {"margin": 0.1},
+     "Accepts when the surplus is at least margin x the price range; never counters."),
+    ("haggler", "buyer", HUMAN, Haggler, {},
+     "Holds out for surplus early and counters with rising binding bids."),
+    ("noisy_human", "buyer", HUMAN, NoisyHuman, {},
+     "Logit acceptance anchored on the first price, growing impatient; counters now and then."),
+    ("strategic", "buyer", AGENT, StrategicAgent, {},
+     "Holds out, counters low near cost, concedes as turns and patience run out."),
+]  # fmt: skip
+for _name, _side, _kind, _factory, _params, _text in _SCRIPTED:
+    register(Entry(_name, _side, _kind, _factory, _params, _text))

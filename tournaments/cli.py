@@ -110,7 +110,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
             "kind": e.kind,
             "disclosed": e.disclosed,
             "reference": e.reference,
-            "params": e.params,
+            "params": e.all_params,
             "description": e.description,
         }
         for e in registry.entries(args.side)
@@ -196,6 +196,111 @@ def _json_safe(x):
     return x
 
 
+def cmd_tournament(args: argparse.Namespace) -> int:
+    from tournaments.runner import run_tournament
+    from tournaments.spec import load_spec
+
+    spec = load_spec(args.spec, markets=args.markets, seed=args.seed)
+    out = args.out or os.path.join("runs", f"{spec.name}-seed{spec.seed}")
+    matches = spec.matches()
+    print(
+        f"{spec.name}: {len(spec.sellers)} sellers x {len(spec.buyers)} buyer entries x "
+        f"{len(spec.disclosure)} disclosure rules x {len(spec.market_configs)} markets configs = "
+        f"{len(matches)} matches of {spec.markets} markets -> {out}"
+    )
+    summary = run_tournament(
+        spec,
+        out,
+        workers=args.workers,
+        address=args.address,
+        use_ray=not args.no_ray,
+        progress=not args.quiet,
+    )
+    rate = summary.markets_run / max(summary.wall_s - summary.ray_start_s, 1e-9)
+    print(
+        f"played {summary.units_run} of {summary.units_total} units "
+        f"({summary.markets_run} markets) in {summary.wall_s:.1f} s "
+        f"(Ray start {summary.ray_start_s:.1f} s, {rate:,.0f} markets/s after it)"
+        + (f"; {summary.workers_replaced} workers replaced" if summary.workers_replaced else "")
+    )
+    return _report(out, write=True)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return _report(args.dir, write=True)
+
+
+def _report(folder: str, write: bool) -> int:
+    from tournaments.report import report_text, write_report
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(folder)
+    try:
+        records, meta = store.records(), store.meta()
+    finally:
+        store.close()
+    if len(records["match_id"]) == 0:
+        raise CliError(f"{folder}: no results stored yet")
+    print(report_text(records, meta))
+    if write:
+        path = write_report(folder, records, meta)
+        print(f"\nreport written to {path}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(args.dir)
+    try:
+        turns = store.transcript(args.match, args.market)
+        if turns is None:
+            keys = store.transcript_keys()
+            matches = sorted({m for m, _ in keys})
+            if args.match not in matches:
+                hint = ", ".join(matches[:8]) + (" ..." if len(matches) > 8 else "")
+                raise CliError(f"no transcripts for match {args.match!r}; matches: {hint}")
+            kept = sorted(k for m, k in keys if m == args.match)
+            raise CliError(
+                f"no transcript of market {args.market} in {args.match}; "
+                f"kept: {', '.join(map(str, kept))}"
+            )
+    finally:
+        store.close()
+    print(f"match {args.match}, market {args.market}")
+    for rec in turns:
+        print(f"--- turn {rec['turn']} " + "-" * 50)
+        print(_indent("seller", rec["seller_text"]))
+        if rec["seller_violation"] != "ok":
+            print(f"  ! seller violation: {rec['seller_error']}")
+        if rec["buyer"] >= 0:
+            print(_indent(f"buyer {rec['buyer']}", rec["buyer_text"]))
+            if rec["buyer_violation"] != "ok":
+                print(f"  ! buyer violation: {rec['buyer_error']}")
+        if rec["trade"]:
+            t = rec["trade"]
+            print(f"  => trade: buyer {t['buyer']} buys product {t['product']} at {t['price']:.2f}")
+        if rec["buyer_left"]:
+            print(f"  => buyer {rec['buyer']} leaves")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(args.dir)
+    try:
+        n = store.export_csv(args.to) if args.to.endswith(".csv") else None
+        if n is None:
+            if not args.to.endswith(".json"):
+                raise CliError(f"export to .csv or .json, got {args.to!r}")
+            n = store.export_json(args.to)
+    finally:
+        store.close()
+    print(f"{n} market rows written to {args.to}")
+    return 0
+
+
 def _indent(who: str, text: str) -> str:
     lines = text.splitlines() or [""]
     return "\n".join(
@@ -234,6 +339,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_nonneg_int, default=0, help="root seed")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("tournament", help="run a round-robin tournament from a TOML spec")
+    p.add_argument("spec", metavar="SPEC", help="tournament spec (TOML)")
+    p.add_argument("--out", metavar="DIR", help="run folder (default runs/NAME-seedS)")
+    p.add_argument("--workers", type=_pos_int, default=2, help="match workers (default 2)")
+    p.add_argument("--markets", type=_pos_int, help="override markets per match")
+    p.add_argument("--seed", type=_nonneg_int, help="override the tournament seed")
+    p.add_argument("--address", help="join an existing Ray cluster (else RAY_ADDRESS, else local)")
+    p.add_argument("--no-ray", action="store_true", help="play every match in this process")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_tournament)
+
+    p = sub.add_parser("report", help="print a run's tables and write its Markdown report")
+    p.add_argument("dir", metavar="DIR", help="run folder")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("show", help="print a kept transcript of a run")
+    p.add_argument("dir", metavar="DIR", help="run folder")
+    p.add_argument("--match", required=True, help="match id, e.g. seller|buyer|hidden|small")
+    p.add_argument("--market", type=_nonneg_int, default=0, help="market index")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="export a run's market rows to CSV or JSON")
+    p.add_argument("dir", metavar="DIR", help="run folder")
+    p.add_argument("--to", required=True, metavar="FILE", help="FILE.csv or FILE.json")
+    p.set_defaults(func=cmd_export)
     return ap
 
 
@@ -258,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ValueError, registry.UnknownEntry) as err:
+    except (CliError, ValueError, registry.UnknownEntry, OSError) as err:
         print(f"arena: error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into head and the like

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tournaments.remote import PolicyHost
 from tournaments.spec import TournamentSpec
 from tournaments.store import ResultStore
 from tournaments.worker import MatchWorker, Unit, UnitResult, plan_units
@@ -70,6 +71,8 @@ def run_tournament(
             if use_ray:
                 _run_ray(spec, todo, workers, address, store_result, ctx)
             else:
+                if spec.hosted_entries():
+                    raise ValueError("hosted entries need Ray: run without --no-ray")
                 worker = MatchWorker(spec)
                 for unit in todo:
                     store_result(worker.play(unit))
@@ -114,7 +117,16 @@ def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: d
     ctx["ray_start_s"] = init_ray(address, workers)
     remote_worker = ray.remote(num_cpus=1)(MatchWorker)
     spec_ref = ray.put(spec)
-    actors = [remote_worker.remote(spec_ref) for _ in range(workers)]
+    # Expensive agents get one actor each, shared by all workers. They take no CPU
+    # reservation of their own here, so that hosting a cheap entry remotely (tests) does not
+    # starve the workers; a GPU model would ask for its GPU.
+    host_cls = ray.remote(num_cpus=0)(PolicyHost)
+    hosts = {
+        (side, name): host_cls.remote(side, spec.buyer_spec(name) if side == "buyer" else name)
+        for side, name in spec.hosted_entries()
+    }
+    ctx["hosts"] = hosts
+    actors = [remote_worker.remote(spec_ref, hosts) for _ in range(workers)]
     ctx["actors"] = actors
     queue = list(reversed(todo))  # pop() from the end keeps match-id order
     in_flight: dict = {}  # ObjectRef -> (actor slot, unit)
@@ -142,7 +154,7 @@ def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: d
                 for r in [r for r, (s, _) in in_flight.items() if s == slot]:
                     in_flight.pop(r)
                 queue.extend(reversed([unit, *lost]))
-                actors[slot] = remote_worker.remote(spec_ref)
+                actors[slot] = remote_worker.remote(spec_ref, hosts)
                 ctx["replaced"] += 1
                 for _ in range(IN_FLIGHT_PER_WORKER):
                     submit(slot)
@@ -152,7 +164,7 @@ def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: d
                 store_result(result)
             submit(slot)
     finally:
-        for actor in actors:
+        for actor in [*actors, *hosts.values()]:
             ray.kill(actor)
 
 

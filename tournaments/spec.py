@@ -48,6 +48,7 @@ _TOURNAMENT_KEYS = {
     "disclosure",
     "reference",
     "transcripts",
+    "hosted",
 }
 
 
@@ -79,6 +80,7 @@ class TournamentSpec:
     populations: tuple[tuple[str, str], ...] = ()
     reference: str | None = None
     transcripts: int = 2  # markets per match whose full transcripts are kept
+    hosted: tuple[str, ...] = ()  # entries served from their own actor (besides the registry's)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.name, str) and self.name != "", "tournament.name must be a string")
@@ -107,6 +109,11 @@ class TournamentSpec:
             _entry(lambda n=name: registry.make_buyers(pops.get(n, n)))
         both = set(self.sellers) & set(self.buyers)
         _check(not both, f"{', '.join(sorted(both))} is both a seller and a buyer entry")
+        for name in self.hosted:
+            _check(
+                name in self.sellers or name in self.buyers,
+                f"hosted entry {name!r} is not an entry of this tournament",
+            )
         if self.reference is not None:
             _check(
                 self.reference in self.sellers or self.reference in self.buyers,
@@ -117,6 +124,22 @@ class TournamentSpec:
     def buyer_spec(self, buyer: str) -> str:
         """The registry spec of a buyer entry (a population name resolves to its mix)."""
         return dict(self.populations).get(buyer, buyer)
+
+    def hosted_entries(self) -> list[tuple[str, str]]:
+        """(side, entry) of every entry that runs in its own actor: the spec's ``hosted`` list
+        and the entries the registry marks as expensive."""
+        out = []
+        for name in self.sellers:
+            if name in self.hosted or registry.get(name, "seller").hosting == "actor":
+                out.append(("seller", name))
+        for name in self.buyers:
+            spec = self.buyer_spec(name)
+            own = name in self.hosted
+            if not own and spec == name:
+                own = registry.get(name, "buyer").hosting == "actor"
+            if own:
+                out.append(("buyer", name))
+        return out
 
     def matches(self) -> list[Match]:
         out = []
@@ -145,6 +168,7 @@ class TournamentSpec:
                 "buyers": list(self.buyers),
                 "disclosure": list(self.disclosure),
                 "transcripts": self.transcripts,
+                "hosted": list(self.hosted),
                 **({"reference": self.reference} if self.reference else {}),
             },
             "populations": dict(self.populations),
@@ -208,6 +232,7 @@ def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
         populations=tuple(sorted(pops.items())),
         reference=t.get("reference"),
         transcripts=t.get("transcripts", 2),
+        hosted=tuple(t.get("hosted", ())),
     )
 
 

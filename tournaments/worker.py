@@ -20,6 +20,7 @@ from agents.evaluate import evaluate_batch
 from agents.rollout import play_reference
 from arena.generator import MarketBatch, generate, generate_batch
 from arena.metrics import welfare_bounds
+from tournaments.remote import RemoteBuyer, RemoteSeller
 from tournaments.spec import Match, TournamentSpec
 
 # Columns stored per market (see arena.metrics for definitions).
@@ -71,11 +72,18 @@ def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> list[Unit]:
     ]
 
 
+def _close(*policies) -> None:
+    for p in policies:
+        if hasattr(p, "close"):
+            p.close()
+
+
 class MatchWorker:
     """Plays units; keeps the round robin and the oracle bounds it has computed."""
 
-    def __init__(self, spec: TournamentSpec) -> None:
+    def __init__(self, spec: TournamentSpec, hosts: dict | None = None) -> None:
         self.spec = spec
+        self.hosts = hosts or {}  # (side, entry) -> PolicyHost actor handle
         self.matches = {m.match_id: m for m in spec.matches()}
         self._markets_cache: dict[tuple[str, int, int], tuple[MarketBatch, np.ndarray]] = {}
 
@@ -85,19 +93,37 @@ class MatchWorker:
     def play(self, unit: Unit) -> UnitResult:
         match = self.matches[unit.match_id]
         seed = self.spec.policy_seed(match)
-        seller = registry.make(match.seller, "seller", seed=seed)
-        buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seed)
+        session = f"{unit.match_id}#{unit.start}"
+        seller, buyer = self._policies(match, seed, session)
         batch, w_star = self._markets(match, unit)
-        metrics = evaluate_batch(batch, seller, buyer, w_star)
+        try:
+            metrics = evaluate_batch(batch, seller, buyer, w_star)
+        finally:
+            _close(seller, buyer)
         transcripts = {}
         for k in range(unit.start, min(unit.stop, self.spec.transcripts)):
             # The reference market plays the same game (tests hold the engines equal) and
             # keeps the raw text of every message.
-            seller = registry.make(match.seller, "seller", seed=seed)
-            buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seed)
-            market = play_reference(generate(match.config, self.spec.seed, k), seller, buyer)
+            seller, buyer = self._policies(match, seed, f"{session}#t{k}")
+            try:
+                market = play_reference(generate(match.config, self.spec.seed, k), seller, buyer)
+            finally:
+                _close(seller, buyer)
             transcripts[k] = json.dumps([r.to_dict() for r in market.transcript])
         return UnitResult(unit, {name: metrics[name] for name in STORED_METRICS}, transcripts)
+
+    def _policies(self, match: Match, seed: int, session: str):
+        seller_host = self.hosts.get(("seller", match.seller))
+        buyer_host = self.hosts.get(("buyer", match.buyer))
+        if seller_host is not None:
+            seller = RemoteSeller(seller_host, session, seed)
+        else:
+            seller = registry.make(match.seller, "seller", seed=seed)
+        if buyer_host is not None:
+            buyer = RemoteBuyer(buyer_host, session, seed)
+        else:
+            buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seed)
+        return seller, buyer
 
     def _markets(self, match: Match, unit: Unit) -> tuple[MarketBatch, np.ndarray]:
         """The unit's markets and their W*_T. Every pairing and both disclosure rules meet

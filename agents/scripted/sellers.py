@@ -1,13 +1,52 @@
-"""Scripted sellers."""
+"""Scripted sellers.
+
+Every seller here decides one message per market for a whole batch in one vectorized
+call, and is batch-invariant: row b's message depends only on row b of the observation,
+on what the policy remembers about row b (arrays indexed by batch row, cleared in
+``reset``), and on ``arena.noise`` draws keyed by (policy seed, market key, turn, ...).
+Deciding B markets at once therefore equals deciding each alone, in any order.
+
+Notation used in the docstrings, per market: ``[lo, hi]`` the price range and
+``w = hi - lo`` its width; ``s_ij`` buyer i's public signal of its value for product j;
+``c_j`` the unit cost; ``k_i`` the valid messages buyer i has received so far
+(``n_messages``); ``u_ij`` the lowest price buyer i has *refused* for product j (a
+reject, a counter or an invalid answer to an offer of j at that price), +inf if none.
+A "standing bid" is a buyer's last counter (j', b'): offering j' at a price <= b'
+trades at once at the offer's price.
+
+Validity: on a live market every seller here targets an active buyer, offers an
+in-stock product (or, for the oracle's leftover turns, no product) and a price inside
+``[lo, hi]`` in whole cents (except the oracle, which prices at exact values). Rows of
+markets that have ended get a finite, ignored message and never change the state.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import ndtr, ndtri
 
 from agents.base import SellerAction, SellerPolicy
-from arena.observation import SellerObs
+from arena.generator import MarketBatch
+from arena.noise import uniform
+from arena.observation import COUNTER, REJECT, LastDecision, SellerObs
+from arena.oracle import optimal_assignment
+
+__all__ = [
+    "DescendingOffers",
+    "DisclosureAware",
+    "GreedyMatcher",
+    "OracleSeller",
+    "PostedPrice",
+    "PricingBandit",
+    "RandomTarget",
+    "cents",
+    "next_buyer",
+]
+
+_INVALID = int(LastDecision.INVALID)
+_CENT = 0.01
 
 
 def cents(price: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -20,6 +59,99 @@ def next_buyer(obs: SellerObs) -> np.ndarray:
     n = obs.num_buyers
     load = np.where(obs.active, obs.n_messages * n + np.arange(n), np.iinfo(np.int64).max)
     return np.argmin(load, axis=1)
+
+
+# ---------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------
+
+
+def _price(price: np.ndarray, obs: SellerObs) -> np.ndarray:
+    """Whole cents inside [lo, hi], finite on every row.
+
+    The final clip matters only for ranges narrower than a cent, where ``cents`` alone
+    could step outside the range; nan (rows of ended markets) becomes ``lo``.
+    """
+    lo, hi = obs.price_range
+    p = np.clip(cents(price, lo, hi), lo, hi)
+    return np.where(np.isfinite(p), p, lo)
+
+
+def _at_most(bid: np.ndarray, obs: SellerObs) -> np.ndarray:
+    """The price in whole cents closest to ``bid`` from below, so that offering it meets a
+    standing bid (rounding to the nearest cent could land a cent above and miss it)."""
+    p = _price(bid, obs)
+    p = np.where(p > bid, _price(bid - 0.5 * _CENT, obs), p)
+    return np.where(p > bid, bid, p)
+
+
+def _open_pairs(obs: SellerObs) -> np.ndarray:
+    """(B, N, M) pairs a valid offer can name: an active buyer and an in-stock product."""
+    return obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
+
+
+def _argmax_pair(score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(buyer, product) of the highest score per market (first in row-major order on ties)."""
+    b, n, m = score.shape
+    flat = np.argmax(score.reshape(b, n * m), axis=1)
+    return flat // m, flat % m
+
+
+def _least_contacted(obs: SellerObs) -> np.ndarray:
+    """(B, N) the active buyers that have received the fewest messages."""
+    load = np.where(obs.active, obs.n_messages, np.iinfo(np.int64).max)
+    return obs.active & (load == load.min(axis=1, keepdims=True))
+
+
+def _note_refusals(caps: np.ndarray, obs: SellerObs) -> None:
+    """Lower ``caps[b, i, j]`` (the u_ij of the module docstring) to the price of buyer i's
+    last answered offer when that answer was not an accept.
+
+    Each answer stays in the observation until the next message to that buyer, and the
+    policy is asked before that message, so seeing only the last answer misses nothing;
+    taking the minimum makes the update idempotent, so ended rows can repeat it freely.
+    """
+    ld = obs.last_decision
+    refused = ((ld == REJECT) | (ld == COUNTER) | (ld == _INVALID)) & (obs.last_product >= 0)
+    b, i = np.nonzero(refused)
+    j = obs.last_product[b, i]
+    caps[b, i, j] = np.minimum(caps[b, i, j], obs.last_price[b, i])
+
+
+def _standing_bids(
+    obs: SellerObs, min_markup: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per buyer (B, N): the bid's product, the offer that meets it (the bid rounded down to
+    a cent), its margin, and whether the bid is usable: the buyer is active, the product
+    in stock and the offer at least ``c_j (1 + min_markup)``."""
+    lo, _ = obs.price_range
+    has = obs.active & (obs.counter_product >= 0)
+    j = np.maximum(obs.counter_product, 0)
+    cost = np.take_along_axis(obs.costs, j, axis=1)
+    in_stock = np.take_along_axis(obs.stock, j, axis=1) > 0
+    price = _at_most(np.where(has, obs.counter_price, lo), obs)
+    usable = has & in_stock & (price >= cost * (1.0 + min_markup))
+    return j, price, price - cost, usable
+
+
+def _best_signal_product(obs: SellerObs, to: np.ndarray) -> np.ndarray:
+    """(B,) the in-stock product with the largest signalled margin s_ij - c_j for buyer ``to``."""
+    s = obs.signals[np.arange(obs.batch_size), to]
+    return np.argmax(np.where(obs.stock > 0, s - obs.costs, -np.inf), axis=1)
+
+
+def _fresh_caps(obs: SellerObs) -> np.ndarray:
+    return np.full((obs.batch_size, obs.num_buyers, obs.num_products), np.inf)
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
+
+
+# ---------------------------------------------------------------------------
+# Stateless sellers
+# ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -38,3 +170,414 @@ class PostedPrice(SellerPolicy):
         score = np.where(obs.stock > 0, signal - price, -np.inf)
         product = np.argmax(score, axis=1)
         return SellerAction(to=to, product=product, price=price[ar, product])
+
+
+@dataclass
+class RandomTarget(SellerPolicy):
+    """The matching baseline: ignores the signals.
+
+    Rule: each turn, offer a uniformly random active buyer a uniformly random in-stock
+    product at the posted price ``c_j (1 + markup)`` (in range, whole cents). The draws
+    are ``uniform(seed, key, turn, 0)`` for the buyer and ``(..., 1)`` for the product.
+    """
+
+    seed: int = 0
+    markup: float = 0.5
+    """Posted markup over unit cost."""
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        ar = np.arange(obs.batch_size)
+        to = _kth_true(obs.active, uniform(self.seed, obs.key, obs.turn, 0))
+        product = _kth_true(obs.stock > 0, uniform(self.seed, obs.key, obs.turn, 1))
+        price = _price(obs.costs[ar, product] * (1.0 + self.markup), obs)
+        return SellerAction(to=to, product=product, price=price)
+
+
+def _kth_true(mask: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(B,) the index of a uniformly chosen True entry of each row (0 for an all-False row)."""
+    count = mask.sum(axis=1)
+    k = np.minimum(np.floor(u * count).astype(np.int64), np.maximum(count - 1, 0))
+    rank = np.cumsum(mask, axis=1) - 1
+    return np.argmax(mask & (rank == k[:, None]), axis=1)
+
+
+# ---------------------------------------------------------------------------
+# Sellers that remember refusals
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class GreedyMatcher(SellerPolicy):
+    """Spends each turn on the buyer-product pair with the highest expected margin.
+
+    Rule, each turn, per market:
+
+    1. Belief: v_ij ~ Normal(s_ij, (noise * w)^2) conditioned on v_ij < u_ij, so the chance
+       that buyer i takes j at price p is ``A_ij(p) = P(v_ij >= p | v_ij < u_ij)`` (0 for
+       ``p >= u_ij``: a refused price is never asked again, nor any higher one).
+    2. Price of each open pair (active i, in-stock j): the p maximizing the expected margin
+       ``(p - c_j) A_ij(p)`` over ``p = min(s_ij, u_ij) + noise * w * z`` for z on
+       ``np.linspace(-3, 1.5, grid)``, each p raised to ``c_j (1 + markup)``, then put in
+       range and in whole cents (the margin is evaluated at the rounded price).
+    3. A usable standing bid (j', b') of buyer i, one with b' >= c_j' (1 + markup), is a sure
+       sale: pair (i, j') is worth ``b' - c_j'`` at price b' (rounded down to a cent) when
+       that beats its step-2 value.
+    4. Offer the open pair with the highest value at its price (ties: lowest buyer index,
+       then lowest product index).
+
+    Choosing the product by expected margin puts each buyer on the product its signal
+    says it values most over cost, so trades go to good matches; the refusal bound makes a
+    buyer who said no fall down the ranking instead of being asked the same again.
+    """
+
+    markup: float = 0.1
+    """Floor on every price, as a markup over unit cost."""
+    noise: float = 0.1
+    """Assumed std of the signal noise, as a fraction of the range width (must be > 0)."""
+    grid: int = 19
+    """Number of candidate prices per pair."""
+
+    _caps: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check(self.markup > -1.0, f"markup must be > -1, got {self.markup}")
+        _check(self.noise > 0.0, f"noise must be > 0, got {self.noise}")
+        _check(self.grid >= 2, f"grid must be >= 2, got {self.grid}")
+
+    def reset(self, batch_size: int) -> None:
+        self._caps = None
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        if self._caps is None or self._caps.shape != obs.signals.shape:
+            self._caps = _fresh_caps(obs)
+        caps = self._caps
+        _note_refusals(caps, obs)
+        lo, hi = obs.price_range
+        sigma = self.noise * (hi - lo)
+        s = obs.signals
+        cost = obs.costs[:, None, :, None]
+
+        z = np.linspace(-3.0, 1.5, self.grid)
+        centre = np.minimum(s, caps)[..., None]
+        p = _price(np.maximum(centre + sigma * z, cost * (1.0 + self.markup)), obs)
+        # Clamped z-scores keep the conditional probability a ratio of positive numbers
+        # even when a signal sits far above a refused price.
+        zu = np.clip((caps - s) / sigma, -30.0, 30.0)[..., None]
+        zp = np.clip((p - s[..., None]) / sigma, -40.0, zu)
+        accept = np.where(p < caps[..., None], (ndtr(zu) - ndtr(zp)) / ndtr(zu), 0.0)
+        em = (p - cost) * accept  # (B, N, M, G)
+        g = np.argmax(em, axis=3)[..., None]
+        value = np.take_along_axis(em, g, axis=3)[..., 0]
+        price = np.take_along_axis(p, g, axis=3)[..., 0]
+
+        bid_j, bid_price, bid_margin, usable = _standing_bids(obs, self.markup)
+        on_bid = usable[..., None] & (np.arange(obs.num_products) == bid_j[..., None])
+        take_bid = on_bid & (bid_margin[..., None] >= value)
+        value = np.where(take_bid, bid_margin[..., None], value)
+        price = np.where(take_bid, bid_price[..., None], price)
+
+        to, product = _argmax_pair(np.where(_open_pairs(obs), value, -np.inf))
+        ar = np.arange(obs.batch_size)
+        return SellerAction(to=to, product=product, price=_price(price[ar, to, product], obs))
+
+
+@dataclass
+class DescendingOffers(SellerPolicy):
+    """A per-contact concession schedule.
+
+    Rule, each turn, per market: the target is the active buyer contacted least so far
+    (lowest index on ties: round robin); the product is its in-stock product with the
+    largest signalled margin s_ij - c_j; the price of its k-th offer (k = k_i = 0, 1, ...)
+    is ``max(c_j (1 + floor_markup), (start - k * step) * s_ij)``, then put in range and in
+    whole cents (the range wins over the floor when the floor lies above hi).
+    """
+
+    start: float = 0.9
+    """Multiple of the signalled value asked in the first offer to a buyer."""
+    step: float = 0.1
+    """Concession per further offer to the same buyer, as a multiple of the signal."""
+    floor_markup: float = 0.2
+    """The price never goes below cost * (1 + floor_markup)."""
+
+    def __post_init__(self) -> None:
+        _check(self.start > 0.0, f"start must be > 0, got {self.start}")
+        _check(self.step >= 0.0, f"step must be >= 0, got {self.step}")
+        _check(self.floor_markup > -1.0, f"floor_markup must be > -1, got {self.floor_markup}")
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        ar = np.arange(obs.batch_size)
+        to = next_buyer(obs)
+        product = _best_signal_product(obs, to)
+        signal = obs.signals[ar, to, product]
+        k = obs.n_messages[ar, to]
+        floor = obs.costs[ar, product] * (1.0 + self.floor_markup)
+        price = np.maximum(floor, (self.start - k * self.step) * signal)
+        return SellerAction(to=to, product=product, price=_price(price, obs))
+
+
+@dataclass
+class PricingBandit(SellerPolicy):
+    """Learns, within each market, which price level sells best (Gaussian Thompson sampling).
+
+    Arms are price levels as multiples of the signal. Per market it keeps, for each arm a,
+    the offers made ``n_a`` and the total reward ``S_a``, where an offer's reward is its
+    margin over the range width, ``(p - c_j) / w``, if the buyer accepted and 0 otherwise.
+
+    Rule, each turn, per market:
+
+    1. Score the previous arm offer (from the answer now in the observation).
+    2. If an active buyer holds a usable standing bid (b' >= c_j' (1 + min_markup), j' in
+       stock), offer j' at the bid (rounded down to a cent) to the buyer whose bid has the
+       largest margin: a counter is information, a sure sale at the buyer's own price. Not
+       an arm pull.
+    3. Otherwise the target is, among the least-contacted active buyers, the one with the
+       largest signalled margin ``max_j s_ij - c_j`` over in-stock j, offered that j.
+    4. Arm: ``argmax_a  m_a + prior_sd / sqrt(1 + n_a) * Phi^-1(U_a)`` with
+       ``m_a = (prior_mean + S_a) / (1 + n_a)`` and ``U_a = uniform(seed, key, turn, a)``.
+    5. Price: ``arms[a] * s_ij``, lowered to a cent below u_ij if it would repeat a
+       refused price, raised to ``c_j (1 + min_markup)``, put in range and in whole cents.
+
+    ``counts`` (B, K) and ``rewards`` (B, K) hold the arm statistics; ``reset`` clears them.
+    """
+
+    arms: tuple[float, ...] = (0.7, 0.8, 0.9, 1.0)
+    """Price levels, as multiples of the buyer's signal for the offered product."""
+    seed: int = 0
+    min_markup: float = 0.1
+    """Floor on every price, as a markup over unit cost."""
+    prior_mean: float = 0.3
+    """Prior mean reward of an arm (a margin as a fraction of the range width); optimistic,
+    so that every arm gets tried early."""
+    prior_sd: float = 0.15
+    """Spread of the sampled arm value around its mean before any offer."""
+
+    counts: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    rewards: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _caps: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    # The arm offer awaiting its answer, per market: arm (-1: none), buyer, margin / w.
+    _pend_arm: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _pend_to: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _pend_gain: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.arms = tuple(float(a) for a in self.arms)
+        _check(len(self.arms) > 0, "arms must name at least one price level")
+        _check(all(a > 0.0 for a in self.arms), f"arms must be > 0, got {self.arms}")
+        _check(self.min_markup > -1.0, f"min_markup must be > -1, got {self.min_markup}")
+        _check(self.prior_sd >= 0.0, f"prior_sd must be >= 0, got {self.prior_sd}")
+
+    def reset(self, batch_size: int) -> None:
+        k = len(self.arms)
+        if self.counts is None or self.counts.shape[0] != batch_size:
+            self.counts = np.zeros((batch_size, k), np.int64)
+        self.rewards = np.zeros((batch_size, k))
+        self._caps = None
+        self._pend_arm = np.full(batch_size, -1, np.int64)
+        self._pend_to = np.zeros(batch_size, np.int64)
+        self._pend_gain = np.zeros(batch_size)
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        b = obs.batch_size
+        if self.counts is None or self.counts.shape[0] != b:
+            self.reset(b)
+        if self._caps is None or self._caps.shape != obs.signals.shape:
+            self._caps = _fresh_caps(obs)
+        _note_refusals(self._caps, obs)
+        ar = np.arange(b)
+        lo, hi = obs.price_range
+
+        # 1. The previous arm offer: a buyer who was active when offered and has bought
+        # since took it (nothing else can sell to it in between).
+        rows = np.flatnonzero(self._pend_arm >= 0)
+        took = obs.bought[rows, self._pend_to[rows]] >= 0
+        self.counts[rows, self._pend_arm[rows]] += 1
+        self.rewards[rows, self._pend_arm[rows]] += np.where(took, self._pend_gain[rows], 0.0)
+        self._pend_arm[rows] = -1
+
+        # 2. Standing bids.
+        bid_j, bid_price, bid_margin, usable = _standing_bids(obs, self.min_markup)
+        bidder = np.argmax(np.where(usable, bid_margin, -np.inf), axis=1)
+        use_bid = usable.any(axis=1)
+
+        # 3. Target and product.
+        best = np.where(obs.stock[:, None, :] > 0, obs.signals - obs.costs[:, None, :], -np.inf)
+        best = best.max(axis=2)
+        to = np.argmax(np.where(_least_contacted(obs), best, -np.inf), axis=1)
+        product = _best_signal_product(obs, to)
+
+        # 4. Thompson draw per arm, from keyed uniforms kept off 0 and 1.
+        k = len(self.arms)
+        u = uniform(self.seed, obs.key[:, None], obs.turn[:, None], np.arange(k)[None, :])
+        u = np.clip(u, 1e-12, 1.0 - 1e-12)
+        n = self.counts
+        mean = (self.prior_mean + self.rewards) / (1.0 + n)
+        arm = np.argmax(mean + self.prior_sd / np.sqrt(1.0 + n) * ndtri(u), axis=1)
+
+        # 5. Price.
+        cost = obs.costs[ar, product]
+        price = np.asarray(self.arms)[arm] * obs.signals[ar, to, product]
+        price = np.minimum(price, self._caps[ar, to, product] - _CENT)
+        price = _price(np.maximum(price, cost * (1.0 + self.min_markup)), obs)
+
+        to = np.where(use_bid, bidder, to)
+        product = np.where(use_bid, bid_j[ar, bidder], product)
+        price = np.where(use_bid, bid_price[ar, bidder], price)
+
+        live_arm = ~obs.done & ~use_bid
+        self._pend_arm = np.where(live_arm, arm, -1)
+        self._pend_to = to.copy()
+        self._pend_gain = (price - obs.costs[ar, product]) / (hi - lo)
+        return SellerAction(to=to, product=product, price=price)
+
+
+@dataclass
+class DisclosureAware(SellerPolicy):
+    """Prices buyers it has been told are agents differently from the others.
+
+    Premise: a simulated person anchors on a high first price and may take it, so a high
+    opening pays; an agent buyer computes and holds out, so a high opening only spends a
+    turn (and its patience) -- open near the signal-based estimate of its value instead,
+    and reach the people first while the stock lasts.
+
+    Rule, each turn, per market:
+
+    1. If an active buyer holds a usable standing bid (b' >= c_j' (1 + floor_markup), j' in
+       stock), offer j' at the bid (rounded down to a cent) to the one whose bid has the
+       largest margin.
+    2. Otherwise the target is, among the least-contacted active buyers, an undisclosed one
+       if any, and among those the one with the largest signalled margin ``max_j s_ij - c_j``
+       over in-stock j; the product is that j.
+    3. Price of the k-th offer (k = k_i) to buyer i:
+       ``s_ij (1 + markup_i - k * step)`` with ``markup_i = agent_markup`` if buyer i is
+       disclosed as an agent and ``human_markup`` otherwise; lowered to a cent below u_ij
+       if it would repeat a refused price; raised to ``c_j (1 + floor_markup)``; put in
+       range and in whole cents.
+
+    Under the ``hidden`` rule nobody is disclosed and it prices everyone as a person.
+    """
+
+    human_markup: float = -0.05
+    """Opening price for undisclosed buyers, as a markup over the signal."""
+    agent_markup: float = -0.15
+    """Opening price for disclosed agents, as a markup over the signal (negative: below)."""
+    step: float = 0.1
+    """Concession per further offer to the same buyer, as a fraction of the signal."""
+    floor_markup: float = 0.2
+    """The price never goes below cost * (1 + floor_markup)."""
+
+    _caps: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("human_markup", "agent_markup", "floor_markup"):
+            _check(getattr(self, name) > -1.0, f"{name} must be > -1, got {getattr(self, name)}")
+        _check(self.step >= 0.0, f"step must be >= 0, got {self.step}")
+
+    def reset(self, batch_size: int) -> None:
+        self._caps = None
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        if self._caps is None or self._caps.shape != obs.signals.shape:
+            self._caps = _fresh_caps(obs)
+        _note_refusals(self._caps, obs)
+        ar = np.arange(obs.batch_size)
+
+        bid_j, bid_price, bid_margin, usable = _standing_bids(obs, self.floor_markup)
+        bidder = np.argmax(np.where(usable, bid_margin, -np.inf), axis=1)
+        use_bid = usable.any(axis=1)
+
+        first = _least_contacted(obs)
+        people = first & ~obs.disclosed
+        first = np.where(people.any(axis=1, keepdims=True), people, first)
+        best = np.where(obs.stock[:, None, :] > 0, obs.signals - obs.costs[:, None, :], -np.inf)
+        to = np.argmax(np.where(first, best.max(axis=2), -np.inf), axis=1)
+        product = _best_signal_product(obs, to)
+
+        markup = np.where(obs.disclosed[ar, to], self.agent_markup, self.human_markup)
+        k = obs.n_messages[ar, to]
+        price = obs.signals[ar, to, product] * (1.0 + markup - k * self.step)
+        price = np.minimum(price, self._caps[ar, to, product] - _CENT)
+        floor = obs.costs[ar, product] * (1.0 + self.floor_markup)
+        price = _price(np.maximum(price, floor), obs)
+
+        to = np.where(use_bid, bidder, to)
+        product = np.where(use_bid, bid_j[ar, bidder], product)
+        price = np.where(use_bid, bid_price[ar, bidder], price)
+        return SellerAction(to=to, product=product, price=price)
+
+
+# ---------------------------------------------------------------------------
+# The full-information reference
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class OracleSeller(SellerPolicy):
+    """The labelled full-information reference (reads private values; not a competitor).
+
+    Rule: at ``reveal``, per market, take one optimal assignment of buyers to units with
+    at most T trades (``arena.oracle.optimal_assignment(..., max_trades=turns)``; positive
+    surplus pairs only) and order it by surplus v_ij - c_j, largest first (buyer index on
+    ties). Each turn, offer the next planned pair whose buyer is still active and whose
+    product is in stock, at exactly the buyer's value ``v_ij`` (clipped to the range, not
+    rounded), even where the buyer holds a standing bid. Each planned pair is offered once.
+    With the plan used up, send talk turns (no offer) to the lowest-index active buyer.
+
+    A truthful buyer (accepts iff v >= p) takes every planned offer, so the seller's profit
+    is the turn-limited bound W*_T: capture 1.
+    """
+
+    sees_private = True
+
+    _plan_to: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _plan_product: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _plan_price: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _next: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def reset(self, batch_size: int) -> None:
+        self._plan_to = np.full((batch_size, 1), -1, np.int64)
+        self._plan_product = np.full((batch_size, 1), -1, np.int64)
+        self._plan_price = np.zeros((batch_size, 1))
+        self._next = np.zeros(batch_size, np.int64)
+
+    def reveal(self, batch: MarketBatch) -> None:
+        lo, hi = batch.config.price_range
+        plans = []
+        for b in range(batch.size):
+            v, c = batch.values[b], batch.costs[b]
+            pairs = optimal_assignment(v, c, batch.inventory[b], max_trades=batch.config.turns)
+            pairs.sort(key=lambda ij, v=v, c=c: (-(v[ij] - c[ij[1]]), ij[0]))
+            plans.append(pairs)
+        width = max(1, max(len(p) for p in plans))
+        self._plan_to = np.full((batch.size, width), -1, np.int64)
+        self._plan_product = np.full((batch.size, width), -1, np.int64)
+        self._plan_price = np.zeros((batch.size, width))
+        for b, pairs in enumerate(plans):
+            for t, (i, j) in enumerate(pairs):
+                self._plan_to[b, t] = i
+                self._plan_product[b, t] = j
+                self._plan_price[b, t] = np.clip(batch.values[b, i, j], lo, hi)
+        self._next = np.zeros(batch.size, np.int64)
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        b = obs.batch_size
+        if self._next is None or self._next.shape[0] != b:
+            self.reset(b)
+        lo, _ = obs.price_range
+        ar = np.arange(b)
+        to, product = self._plan_to, self._plan_product
+        row = ar[:, None]
+        ready = (
+            (np.arange(to.shape[1]) >= self._next[:, None])
+            & (to >= 0)
+            & obs.active[row, np.maximum(to, 0)]
+            & (obs.stock[row, np.maximum(product, 0)] > 0)
+        )
+        has = ready.any(axis=1)
+        t = np.argmax(ready, axis=1)
+        self._next = np.where(has & ~obs.done, t + 1, self._next)
+        talk_to = np.argmax(obs.active, axis=1)
+        return SellerAction(
+            to=np.where(has, to[ar, t], talk_to),
+            product=np.where(has, product[ar, t], -1),
+            price=np.where(has, self._plan_price[ar, t], lo),
+        )

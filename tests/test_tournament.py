@@ -1,0 +1,276 @@
+"""Tournaments: specs, determinism across schedules, resume after a kill, worker faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from tournaments.runner import run_tournament
+from tournaments.spec import SpecError, load_spec, spec_from_dict
+from tournaments.store import ResultStore, StoreError
+
+SMALL = {
+    "tournament": {
+        "name": "small",
+        "seed": 3,
+        "markets": 120,
+        "sellers": ["posted_price"],
+        "buyers": ["truthful"],
+        "disclosure": ["hidden", "mandatory"],
+        "transcripts": 2,
+    },
+    "markets": {"a": {"buyers": 5, "products": 3, "turns": 8}, "b": {"patience": 2}},
+}
+
+
+def small_spec(**tournament):
+    data = {**SMALL, "tournament": {**SMALL["tournament"], **tournament}}
+    return spec_from_dict(data)
+
+
+def records(folder) -> dict:
+    store = ResultStore.open(folder)
+    try:
+        return store.records()
+    finally:
+        store.close()
+
+
+def assert_same_records(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if a[k].dtype == object:
+            assert a[k].tolist() == b[k].tolist(), k
+        else:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+# ---------------------------------------------------------------------- specs
+def write(tmp_path, text: str):
+    path = tmp_path / "spec.toml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+GOOD = """
+[tournament]
+sellers = ["posted_price"]
+buyers = ["truthful"]
+disclosure = ["hidden"]
+[markets.m]
+buyers = 4
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (GOOD.replace('"posted_price"', '"nobody"'), "unknown seller entry 'nobody'"),
+        (GOOD.replace('"truthful"', '"truthful:0.5,ghost:0.5"'), "unknown buyer entry 'ghost'"),
+        (GOOD.replace("buyers = 4", "buyers = 0"), "markets.m: buyers"),
+        (GOOD.replace("buyers = 4", "colour = 4"), "unknown market field(s) colour"),
+        (GOOD.replace('sellers = ["posted_price"]', "sellers = []"), "tournament.sellers is empty"),
+        (GOOD.replace('["truthful"]', '["truthful", "truthful"]'), "names truthful twice"),
+        (GOOD.replace('["hidden"]', '["sometimes"]'), "unknown disclosure rule"),
+        (GOOD.replace("[tournament]", "[tournament]\nmarkets = 0"), "tournament.markets"),
+        (GOOD.replace("[tournament]", "[tournament]\nspeed = 1"), "unknown tournament key"),
+        (GOOD.replace("[markets.m]\nbuyers = 4\n", ""), "no [markets.NAME] table"),
+        (GOOD + "\n[oops\n", "not valid TOML"),
+    ],
+)
+def test_bad_specs_get_one_clear_error(tmp_path, text, needle):
+    with pytest.raises(SpecError) as err:
+        load_spec(write(tmp_path, text))
+    assert needle in str(err.value)
+    assert str(err.value).startswith(str(tmp_path))
+
+
+def test_missing_spec_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="cannot read spec"):
+        load_spec(str(tmp_path / "nope.toml"))
+
+
+def test_round_robin_and_seeds():
+    spec = small_spec()
+    matches = spec.matches()
+    assert len(matches) == 1 * 1 * 2 * 2
+    assert [m.match_id for m in matches] == sorted(m.match_id for m in matches)
+    assert {m.config.disclosure for m in matches} == {"hidden", "mandatory"}
+    seeds = {spec.policy_seed(m) for m in matches}
+    assert len(seeds) == len(matches)
+    assert small_spec(seed=4).policy_seed(matches[0]) != spec.policy_seed(matches[0])
+
+
+# ---------------------------------------------------------------------- runs
+def test_results_do_not_depend_on_workers_or_ray(tmp_path, ray_session):
+    spec = small_spec()
+    run_tournament(spec, tmp_path / "local", use_ray=False, progress=False, unit_markets=50)
+    run_tournament(spec, tmp_path / "one", workers=1, progress=False, unit_markets=50)
+    run_tournament(spec, tmp_path / "two", workers=2, progress=False, unit_markets=50)
+    base = records(tmp_path / "local")
+    assert len(base["match_id"]) == 4 * 120
+    assert_same_records(base, records(tmp_path / "one"))
+    assert_same_records(base, records(tmp_path / "two"))
+
+
+def test_an_entry_hosted_in_its_own_actor_plays_the_same(tmp_path, ray_session):
+    spec = small_spec()
+    hosted = small_spec(hosted=["posted_price", "truthful"])
+    run_tournament(spec, tmp_path / "inproc", workers=2, progress=False)
+    run_tournament(hosted, tmp_path / "actors", workers=2, progress=False)
+    assert_same_records(records(tmp_path / "inproc"), records(tmp_path / "actors"))
+
+
+def test_a_killed_worker_is_replaced_and_results_are_the_same(tmp_path, ray_session):
+    spec = small_spec()
+    run_tournament(spec, tmp_path / "clean", use_ray=False, progress=False, unit_markets=30)
+    killed = []
+
+    def kill_one(result, ctx):
+        if not killed:
+            ray_session.kill(ctx["actors"][0])
+            killed.append(True)
+
+    summary = run_tournament(
+        spec, tmp_path / "faulty", workers=2, progress=False, unit_markets=30, on_result=kill_one
+    )
+    assert killed and summary.workers_replaced >= 1
+    assert_same_records(records(tmp_path / "clean"), records(tmp_path / "faulty"))
+
+
+def test_an_interrupted_run_resumes_without_loss_or_duplicates(tmp_path):
+    spec = small_spec()
+    stop_after = {"n": 0}
+
+    def interrupt(result, ctx):
+        stop_after["n"] += 1
+        if stop_after["n"] == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(spec, tmp_path / "run", use_ray=False, progress=False, unit_markets=40,
+                       on_result=interrupt)
+    store = ResultStore.open(tmp_path / "run")
+    assert store.counts() == (3 * 40, 3)
+    store.close()
+    summary = run_tournament(spec, tmp_path / "run", use_ray=False, progress=False,
+                             unit_markets=40)
+    assert summary.units_run == summary.units_total - 3
+    run_tournament(spec, tmp_path / "clean", use_ray=False, progress=False, unit_markets=40)
+    assert_same_records(records(tmp_path / "clean"), records(tmp_path / "run"))
+
+
+def test_a_different_spec_never_touches_stored_results(tmp_path):
+    run_tournament(small_spec(), tmp_path / "run", use_ray=False, progress=False)
+    before = records(tmp_path / "run")
+    with pytest.raises(StoreError, match="different spec .*tournament.seed"):
+        run_tournament(small_spec(seed=9), tmp_path / "run", use_ray=False, progress=False)
+    assert_same_records(before, records(tmp_path / "run"))
+
+
+def test_transcripts_and_exports(tmp_path):
+    run_tournament(small_spec(), tmp_path / "run", use_ray=False, progress=False)
+    store = ResultStore.open(tmp_path / "run")
+    keys = store.transcript_keys()
+    assert len(keys) == 4 * 2  # two markets per match
+    turns = store.transcript(*keys[0])
+    assert turns and {"seller_text", "seller_message", "seller_violation"} <= set(turns[0])
+    assert turns[0]["seller_text"].startswith("THINK:")
+    assert store.export_csv(tmp_path / "out.csv") == 4 * 120
+    assert store.export_json(tmp_path / "out.json") == 4 * 120
+    header = (tmp_path / "out.csv").read_text().splitlines()[0]
+    assert header.startswith("match_id,market,seller,buyer,disclosure,config,profit")
+    meta = store.meta()
+    assert {"spec", "seed", "versions"} <= set(meta) and "numpy" in meta["versions"]
+    store.close()
+    assert (tmp_path / "run" / "spec.json").is_file()
+
+
+KILL_SPEC = """
+[tournament]
+name = "killme"
+seed = 1
+markets = 4000
+sellers = ["posted_price"]
+buyers = ["truthful"]
+disclosure = ["hidden", "mandatory"]
+transcripts = 0
+[markets.a]
+buyers = 8
+[markets.b]
+buyers = 6
+"""
+
+
+def test_killing_the_driver_mid_run_loses_nothing(tmp_path):
+    spec_path = write(tmp_path, KILL_SPEC)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tournaments.cli", "tournament", spec_path, "--out", str(out),
+           "--no-ray", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    db = out / "results.sqlite"
+    deadline = time.time() + 60
+    units = 0
+    while time.time() < deadline and proc.poll() is None:
+        if db.exists():
+            try:
+                with sqlite3.connect(db, timeout=5) as conn:
+                    units = conn.execute("SELECT count(*) FROM units").fetchone()[0]
+            except sqlite3.OperationalError:
+                units = 0
+            if units >= 2:
+                break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = records(out)
+    assert 0 < len(partial["match_id"]) < 4 * 4 * 4000 // 4  # some, not all, units stored
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    final = records(out)
+    keys = list(zip(final["match_id"].tolist(), final["market"].tolist(), strict=True))
+    assert len(keys) == len(set(keys)) == 4 * 4000
+    clean = tmp_path / "clean"
+    subprocess.run([*cmd[:5], str(clean), *cmd[6:]], check=True, capture_output=True)
+    assert_same_records(records(clean), final)
+
+
+CLUSTER_SCRIPT = """
+import sys
+import ray
+from ray.cluster_utils import Cluster
+from tournaments.runner import run_tournament
+from tournaments.spec import load_spec
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+cluster.add_node(num_cpus=1)
+try:
+    summary = run_tournament(load_spec(sys.argv[1]), sys.argv[2], workers=2,
+                             address=cluster.address, progress=False)
+    print("units", summary.units_run)
+finally:
+    ray.shutdown()
+    cluster.shutdown()
+"""
+
+
+def test_joins_an_existing_cluster_with_address(tmp_path):
+    spec_path = write(tmp_path, GOOD.replace("[tournament]", "[tournament]\nmarkets = 200"))
+    script = tmp_path / "cluster.py"
+    script.write_text(CLUSTER_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, str(script), spec_path, str(tmp_path / "remote")],
+                         capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "units 1" in out.stdout
+    run_tournament(load_spec(spec_path), tmp_path / "local", use_ray=False, progress=False)
+    assert_same_records(records(tmp_path / "local"), records(tmp_path / "remote"))

@@ -375,23 +375,26 @@ def analyze(
     )
 
 
-def fmt(x: float) -> str:
-    """A number for a table: about three significant figures, fixed decimals by magnitude."""
+def _decimals(magnitude: float) -> int:
+    """About three significant figures: 1 decimal from 100 up, 2 from 1, else 3."""
+    return 1 if magnitude >= 100 else 2 if magnitude >= 1 else 3
+
+
+def fmt(x: float | None) -> str:
+    """A number for a table, ``-`` for a missing one."""
     if x is None or not math.isfinite(x):
         return "-"
-    a = abs(x)
-    if a >= 100:
-        return f"{x:.1f}"
-    if a >= 1:
-        return f"{x:.2f}"
-    return f"{x:.3f}"
+    return f"{x:.{_decimals(abs(x))}f}"
 
 
 def fmt_ci(mean: float, lower: float, upper: float) -> str:
-    """``mean [lower, upper]``."""
+    """``mean [lower, upper]``, all three with the decimals of the largest."""
     if not math.isfinite(mean):
         return "-"
-    return f"{fmt(mean)} [{fmt(lower)}, {fmt(upper)}]"
+    finite = [abs(v) for v in (mean, lower, upper) if math.isfinite(v)]
+    d = _decimals(max(finite))
+    lo, hi = (f"{v:.{d}f}" if math.isfinite(v) else "-" for v in (lower, upper))
+    return f"{mean:.{d}f} [{lo}, {hi}]"
 
 
 @dataclass(frozen=True)
@@ -531,7 +534,7 @@ def sections(analysis: Analysis) -> list[Section]:
                     fmt(r["control_mean"]),
                     fmt(r["treatment_mean"]),
                     fmt_ci(r["diff"], r["lower"], r["upper"]),
-                    f"[{fmt(r['t_lower'])}, {fmt(r['t_upper'])}]",
+                    fmt_ci(r["diff"], r["t_lower"], r["t_upper"]).partition(" ")[2] or "-",
                 ]
                 for r in analysis.effect
             ],

@@ -389,12 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CliError, ValueError, registry.UnknownEntry, OSError) as err:
-        print(f"arena: error: {err}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # output piped into head and the like
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
         return 0
+    except (CliError, ValueError, registry.UnknownEntry, OSError) as err:
+        print(f"arena: error: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("arena: interrupted", file=sys.stderr)
         return 130

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -547,61 +547,70 @@ def bradley_terry(
 class _Cells:
     """Resampling units for a bootstrap.
 
-    A draw gives every unit a multiplicity (multinomial over units); cell c then contributes
-    ``mult[unit[c]] * w[c]`` to the score and ``mult[unit[c]] * n[c]`` to the count of pair
-    ``pair[c]`` (and ``mult * extra`` to any extra per-pair sum).
+    A round draws ``D = sum(unit_size)`` items (games or groups) uniformly with replacement,
+    which gives every unit a multiplicity ``m ~ Multinomial(D, unit_size / D)``; cell c then
+    adds ``m[unit[c]] * w[c]`` to the score and ``m[unit[c]] * n[c]`` to the count of pair
+    ``pair[c]`` (and ``m[unit[c]] * extra[c]`` to any extra per-pair sum).
     """
 
     pair: np.ndarray
     unit: np.ndarray
     w: np.ndarray
     n: np.ndarray
-    draws: int
-    probs: np.ndarray
+    unit_size: np.ndarray
+
+
+def _multiplicity_sampler(unit_size: np.ndarray) -> Callable[[np.random.Generator], np.ndarray]:
+    draws = int(unit_size.sum())
+    k = len(unit_size)
+    if 8 * k <= draws:
+        # Few distinct units (e.g. win, draw, loss per pair): one multinomial, O(k).
+        probs = unit_size / draws
+        return lambda rng: rng.multinomial(draws, probs)
+    # Many units: draw the items and count them, O(D) and cheaper than k binomials.
+    item_unit = np.repeat(np.arange(k), unit_size)
+    return lambda rng: np.bincount(item_unit[rng.integers(draws, size=draws)], minlength=k)
 
 
 def _cells_by_group(pair: np.ndarray, group: np.ndarray, s: np.ndarray, n_groups: int) -> _Cells:
-    """One cell per (group, pair); groups are drawn with equal probability."""
+    """One cell per (group, pair); every group is one unit of size 1."""
     order = np.lexsort((s, pair, group))
     key = group[order] * (int(pair.max(initial=0)) + 1) + pair[order]
-    uniq, first = np.unique(key, return_index=True)
-    w = np.add.reduceat(s[order], first)
-    n = np.diff(np.append(first, len(key))).astype(float)
+    _, first = np.unique(key, return_index=True)
     return _Cells(
         pair=pair[order][first],
         unit=group[order][first],
-        w=w,
-        n=n,
-        draws=n_groups,
-        probs=np.full(n_groups, 1.0 / n_groups),
+        w=np.add.reduceat(s[order], first),
+        n=np.diff(np.append(first, len(key))).astype(float),
+        unit_size=np.ones(n_groups, dtype=np.int64),
     )
 
 
 def _bootstrap_fits(
     cells: _Cells,
-    n_pairs: int,
-    pi: np.ndarray,
-    pj: np.ndarray,
+    table: _PairTable,
     n_players: int,
     rounds: int,
     rng: np.random.Generator,
     l2: float,
     x0: np.ndarray,
     extra: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """Theta for each round (rounds x players); per-pair sums of ``extra`` and counts."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per round: theta (rounds x players), per-pair counts and sums of ``extra``
+    (rounds x pairs each)."""
+    n_pairs = len(table.pi)
+    draw = _multiplicity_sampler(cells.unit_size)
     thetas = np.empty((rounds, n_players))
-    extra_sums = None if extra is None else np.empty((rounds, n_pairs))
     counts = np.empty((rounds, n_pairs))
+    extra_sums = np.zeros((rounds, n_pairs))
     for r in range(rounds):
-        mult = rng.multinomial(cells.draws, cells.probs)[cells.unit].astype(float)
+        mult = draw(rng)[cells.unit].astype(float)
         w = np.bincount(cells.pair, mult * cells.w, n_pairs)
-        n = np.bincount(cells.pair, mult * cells.n, n_pairs)
-        thetas[r] = _fit_theta(_PairTable(pi, pj, w, n), n_players, l2, x0)
-        counts[r] = n
-        if extra_sums is not None:
+        counts[r] = np.bincount(cells.pair, mult * cells.n, n_pairs)
+        thetas[r] = _fit_theta(_PairTable(table.pi, table.pj, w, counts[r]), n_players, l2, x0)
+        if extra is not None:
             extra_sums[r] = np.bincount(cells.pair, mult * extra, n_pairs)
-    return thetas, extra_sums, counts
+    return thetas, counts, extra_sums
 
 
 def _interval(samples: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
@@ -687,14 +696,12 @@ def bootstrap_bt(
         # A cell holds the games of one pair with one score value; they are interchangeable.
         change = np.flatnonzero((np.diff(key) != 0) | (np.diff(s) != 0)) + 1
         first = np.concatenate([[0], change])
-        counts = np.diff(np.append(first, len(key)))
         cells = _Cells(
             pair=np.searchsorted(table_keys, key[first]),
             unit=np.arange(len(first)),
             w=s[first],
             n=np.ones(len(first)),
-            draws=len(key),
-            probs=counts / len(key),
+            unit_size=np.diff(np.append(first, len(key))),
         )
     else:
         codes, n_groups = _labels(group, len(g.s), "group")
@@ -702,9 +709,7 @@ def bootstrap_bt(
         cells = _cells_by_group(pair, codes, g.s, n_groups)
 
     rng = np.random.default_rng(seed)
-    thetas, _, _ = _bootstrap_fits(
-        cells, len(table.pi), table.pi, table.pj, p, rounds, rng, l2, theta
-    )
+    thetas, _, _ = _bootstrap_fits(cells, table, p, rounds, rng, l2, theta)
     samples = np.stack([_shift(row * factor, ref, initial) for row in thetas])
     lower, upper = _interval(samples, confidence)
     ratings = _shift(theta * factor, ref, initial)
@@ -813,23 +818,15 @@ def paired_leaderboard(
     ref = None if reference is None else _index_of(players, reference)
 
     # Each (pair, market) is its own cell: at most one comparison per pair and market.
-    cells = _Cells(
-        pair=cp,
-        unit=cm,
-        w=cs,
-        n=np.ones(len(cp)),
-        draws=n_markets,
-        probs=np.full(n_markets, 1.0 / n_markets),
-    )
+    cells = _Cells(pair=cp, unit=cm, w=cs, n=np.ones(len(cp)), unit_size=np.ones(n_markets, int))
     rng = np.random.default_rng(seed)
-    thetas, dsums, counts = _bootstrap_fits(cells, n_pairs, pi, pj, e, rounds, rng, l2, theta, cd)
+    thetas, counts, dsums = _bootstrap_fits(cells, table, e, rounds, rng, l2, theta, cd)
     samples = np.stack([_shift(row * factor, ref, initial) for row in thetas])
     lower, upper = _interval(samples, confidence)
     ratings = _shift(theta * factor, ref, initial)
     played = np.isfinite(grid).sum(axis=1)
     rated = _rated_rows(players, ratings, lower, upper, played)
 
-    assert dsums is not None
     with np.errstate(invalid="ignore", divide="ignore"):
         d_lo, d_hi = _interval(dsums / counts, confidence)
     dsum = np.bincount(cp, cd, n_pairs)

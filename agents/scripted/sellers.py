@@ -188,7 +188,7 @@ class RandomTarget(SellerPolicy):
     def act(self, obs: SellerObs) -> SellerAction:
         ar = np.arange(obs.batch_size)
         to = _kth_true(obs.active, uniform(self.seed, obs.key, obs.turn, 0))
-        product = _kth_true(obs.stock > 0, uniform(self.seed, obs.key, obs.turn, 1))
+        product = np.argmax(obs.stock > 0, axis=1)
         price = _price(obs.costs[ar, product] * (1.0 + self.markup), obs)
         return SellerAction(to=to, product=product, price=price)
 
@@ -368,8 +368,7 @@ class PricingBandit(SellerPolicy):
 
     def reset(self, batch_size: int) -> None:
         k = len(self.arms)
-        if self.counts is None or self.counts.shape[0] != batch_size:
-            self.counts = np.zeros((batch_size, k), np.int64)
+        self.counts = np.zeros((batch_size, k), np.int64)
         self.rewards = np.zeros((batch_size, k))
         self._caps = None
         self._pend_arm = np.full(batch_size, -1, np.int64)

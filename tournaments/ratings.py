@@ -90,7 +90,7 @@ def score(profit: ArrayLike, buyer_surplus: ArrayLike, w_star: ArrayLike) -> flo
     u = np.asarray(buyer_surplus, dtype=float)
     w = np.asarray(w_star, dtype=float)
     positive = w > 0
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # a tiny W* saturates the clip
         raw = np.clip(0.5 + (p - u) / (2.0 * np.where(positive, w, 1.0)), 0.0, 1.0)
     out = np.where(positive, raw, 0.5)
     out = np.where(np.isnan(w), np.nan, out)
@@ -256,12 +256,20 @@ def _encode(a: Sequence[str], b: Sequence[str], scores: ArrayLike) -> _Games:
 
 
 def _labels(values: Iterable[Hashable], n: int, what: str) -> tuple[np.ndarray, int]:
-    """Dense integer codes 0..G-1 for arbitrary hashable labels, in order of first appearance."""
-    codes: dict[Hashable, int] = {}
-    out = np.fromiter((codes.setdefault(v, len(codes)) for v in values), dtype=np.int64)
-    if len(out) != n:
-        raise ValueError(f"{what} must have one label per record (got {len(out)}, expected {n})")
-    return out, len(codes)
+    """Dense integer codes 0..G-1 for hashable labels, numbered in sorted label order (by
+    ``repr`` when the labels do not compare), so the codes do not depend on record order."""
+    first: dict[Hashable, int] = {}
+    codes = np.fromiter((first.setdefault(v, len(first)) for v in values), dtype=np.int64)
+    if len(codes) != n:
+        raise ValueError(f"{what} must have one label per record (got {len(codes)}, expected {n})")
+    labels = list(first)
+    try:
+        order = sorted(range(len(labels)), key=labels.__getitem__)
+    except TypeError:
+        order = sorted(range(len(labels)), key=lambda k: repr(labels[k]))
+    renumber = np.empty(len(labels), dtype=np.int64)
+    renumber[order] = np.arange(len(labels))
+    return renumber[codes], len(labels)
 
 
 def _index_of(players: list[str], name: str | None) -> int | None:
@@ -441,8 +449,9 @@ def _fit_theta(
     (the first line is ``-(s log p + (1 - s) log(1 - p))`` summed over the pair's games,
     p = sigmoid(d)). The Hessian is a weighted graph Laplacian plus ``2 * l2 * I``, so the
     objective is strictly convex and the minimum unique. Newton with Armijo backtracking
-    converges to machine precision in a handful of steps for the player counts of a
-    tournament; plain numpy, so it is fast and needs no BLAS thread pool.
+    reaches machine precision in a handful of steps, each one small dense solve (players x
+    players), which keeps hundreds of bootstrap refits cheap; a refit starts from the fit on
+    all the data.
     """
     total = float(t.n.sum())
     p = n_players
@@ -468,7 +477,7 @@ def _fit_theta(
         sig = expit(d)
         gd = n * sig - w
         grad = np.bincount(pi, gd, p) - np.bincount(pj, gd, p) + 2.0 * l2 * x
-        h = n * sig * (1.0 - sig)
+        h = n * sig * expit(-d)  # not sig * (1 - sig): that cancels for large |d|
         hess = np.bincount(cells, np.concatenate([h, h, -h, -h]), p * p).reshape(p, p) + ridge
         step = np.linalg.solve(hess, -grad)
         decrement = float(-(grad @ step))  # predicted decrease x 2; >= 0
@@ -674,10 +683,12 @@ def bootstrap_bt(
     and the others are intervals relative to it). ``rank`` = 1 + the number of players whose
     lower bound is above this player's upper bound (FastChat's convention).
 
-    Speed: games are aggregated first, into cells of equal (pair, score) or (group, pair), so
-    a round costs one ``Generator.multinomial`` over the cells, two ``bincount`` and a fit on
-    the pair table; no Python loop over games. The generator is
-    ``np.random.default_rng(seed)``: the same seed gives the same table.
+    Speed: games are aggregated first, into cells of equal (pair, score) or (group, pair).
+    A round draws the cells' multiplicities (one ``Generator.multinomial`` when there are few
+    cells, as with win/draw/loss scores; otherwise uniform integers counted by ``bincount``),
+    sums them per pair with ``bincount`` and refits on the pair table; no Python loop over
+    games. The generator is ``np.random.default_rng(seed)``: the same seed gives the same
+    table, whatever the order of the records.
     """
     _check_confidence(rounds, confidence)
     g = _encode(a, b, scores)

@@ -380,21 +380,30 @@ def _decimals(magnitude: float) -> int:
     return 1 if magnitude >= 100 else 2 if magnitude >= 1 else 3
 
 
+def _fixed(x: float, decimals: int) -> str:
+    """``x`` with ``decimals`` decimals; a value that rounds to zero loses its minus sign."""
+    if not math.isfinite(x):
+        return "-"
+    text = f"{x:.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0.0 else text
+
+
 def fmt(x: float | None) -> str:
     """A number for a table, ``-`` for a missing one."""
     if x is None or not math.isfinite(x):
         return "-"
-    return f"{x:.{_decimals(abs(x))}f}"
+    return _fixed(x, _decimals(abs(x)))
 
 
-def fmt_ci(mean: float, lower: float, upper: float) -> str:
-    """``mean [lower, upper]``, all three with the decimals of the largest."""
+def fmt_ci(mean: float, lower: float, upper: float, *, point: bool = True) -> str:
+    """``mean [lower, upper]`` (only ``[lower, upper]`` when ``point`` is False), all three
+    with the decimals of the largest."""
     if not math.isfinite(mean):
         return "-"
     finite = [abs(v) for v in (mean, lower, upper) if math.isfinite(v)]
     d = _decimals(max(finite))
-    lo, hi = (f"{v:.{d}f}" if math.isfinite(v) else "-" for v in (lower, upper))
-    return f"{mean:.{d}f} [{lo}, {hi}]"
+    lo, hi = _fixed(lower, d), _fixed(upper, d)
+    return f"{_fixed(mean, d)} [{lo}, {hi}]" if point else f"[{lo}, {hi}]"
 
 
 @dataclass(frozen=True)
@@ -534,7 +543,7 @@ def sections(analysis: Analysis) -> list[Section]:
                     fmt(r["control_mean"]),
                     fmt(r["treatment_mean"]),
                     fmt_ci(r["diff"], r["lower"], r["upper"]),
-                    fmt_ci(r["diff"], r["t_lower"], r["t_upper"]).partition(" ")[2] or "-",
+                    fmt_ci(r["diff"], r["t_lower"], r["t_upper"], point=False),
                 ]
                 for r in analysis.effect
             ],

@@ -18,7 +18,15 @@ import numpy as np
 from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy
 from agents.population import Population
 from agents.scripted.buyers import Haggler, NoisyHuman, StrategicAgent, Threshold, Truthful
-from agents.scripted.sellers import PostedPrice
+from agents.scripted.sellers import (
+    DescendingOffers,
+    DisclosureAware,
+    GreedyMatcher,
+    OracleSeller,
+    PostedPrice,
+    PricingBandit,
+    RandomTarget,
+)
 
 DISCLOSED_SUFFIX = "+disclosed"
 
@@ -48,7 +56,7 @@ class Entry:
         out = {
             f.name: f.default
             for f in dataclasses.fields(self.factory)
-            if f.name != "seed" and f.default is not dataclasses.MISSING
+            if f.init and f.name != "seed" and f.default is not dataclasses.MISSING
         }
         return {**out, **self.params}
 
@@ -157,6 +165,17 @@ def _split(part: str, sep: str, spec: str) -> tuple[str, str]:
 _SCRIPTED = [
     ("posted_price", "seller", AGENT, PostedPrice, {"markup": 0.5},
      "Posts cost x (1 + markup) and offers each buyer in turn its best product."),
+    ("greedy_matcher", "seller", AGENT, GreedyMatcher, {},
+     "Offers the (buyer, product, price) with the highest expected margin from public "
+     "signals; learns from refusals; takes standing bids."),
+    ("descending_offers", "seller", AGENT, DescendingOffers, {},
+     "Goes round the buyers and concedes a step of the signal on every contact."),
+    ("pricing_bandit", "seller", AGENT, PricingBandit, {},
+     "Thompson sampling over price levels, learning within the episode."),
+    ("disclosure_aware", "seller", AGENT, DisclosureAware, {},
+     "Serves undisclosed buyers first and opens near value with buyers known to be agents."),
+    ("random_target", "seller", AGENT, RandomTarget, {},
+     "Baseline: a random active buyer, a random in-stock product, a posted markup."),
     ("truthful", "buyer", HUMAN, Truthful, {},
      "Accepts any offer worth at least its price; never counters."),
     ("threshold", "buyer", HUMAN, Threshold, {"margin": 0.1},
@@ -170,3 +189,6 @@ _SCRIPTED = [
 ]  # fmt: skip
 for _name, _side, _kind, _factory, _params, _text in _SCRIPTED:
     register(Entry(_name, _side, _kind, _factory, _params, _text))
+register(Entry("oracle", "seller", AGENT, OracleSeller, {},
+               "REFERENCE: sees private values; offers the optimal assignment at exact values.",
+               reference=True))  # fmt: skip

@@ -240,7 +240,7 @@ def test_killing_the_driver_mid_run_loses_nothing(tmp_path):
     keys = list(zip(final["match_id"].tolist(), final["market"].tolist(), strict=True))
     assert len(keys) == len(set(keys)) == 4 * 4000
     clean = tmp_path / "clean"
-    subprocess.run([*cmd[:5], str(clean), *cmd[6:]], check=True, capture_output=True)
+    subprocess.run([*cmd[:6], str(clean), *cmd[7:]], check=True, capture_output=True)
     assert_same_records(records(clean), final)
 
 

@@ -16,8 +16,9 @@ trades at once at the offer's price.
 
 Validity: on a live market every seller here targets an active buyer, offers an
 in-stock product (or, for the oracle's leftover turns, no product) and a price inside
-``[lo, hi]`` in whole cents (except the oracle, which prices at exact values). Rows of
-markets that have ended get a finite, ignored message and never change the state.
+``[lo, hi]``, in whole cents wherever the range holds one (the oracle prices at exact
+values instead). Rows of markets that have ended get a finite, ignored message and
+never change the state.
 """
 
 from __future__ import annotations
@@ -162,8 +163,7 @@ class PostedPrice(SellerPolicy):
     markup: float = 0.5
 
     def act(self, obs: SellerObs) -> SellerAction:
-        lo, hi = obs.price_range
-        price = cents(np.clip(obs.costs * (1.0 + self.markup), lo, hi), lo, hi)  # (B, M)
+        price = _price(obs.costs * (1.0 + self.markup), obs)  # (B, M)
         to = next_buyer(obs)
         ar = np.arange(obs.batch_size)
         signal = obs.signals[ar, to]  # (B, M)
@@ -188,7 +188,7 @@ class RandomTarget(SellerPolicy):
     def act(self, obs: SellerObs) -> SellerAction:
         ar = np.arange(obs.batch_size)
         to = _kth_true(obs.active, uniform(self.seed, obs.key, obs.turn, 0))
-        product = np.argmax(obs.stock > 0, axis=1)
+        product = _kth_true(obs.stock > 0, uniform(self.seed, obs.key, obs.turn, 1))
         price = _price(obs.costs[ar, product] * (1.0 + self.markup), obs)
         return SellerAction(to=to, product=product, price=price)
 

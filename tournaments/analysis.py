@@ -367,7 +367,10 @@ def analyze(
 ) -> Analysis:
     """Every analysis of the records with one seed."""
     return Analysis(
-        ratings=ratings_table(records, reference=reference, rounds=rating_rounds, seed=seed),
+        # 32 seeded orders: Elo is the secondary column; Bradley-Terry carries the CIs.
+        ratings=ratings_table(
+            records, reference=reference, rounds=rating_rounds, seed=seed, shuffles=32
+        ),
         sides=side_leaderboards(records, reference=reference, rounds=rating_rounds, seed=seed),
         split=surplus_split(records),
         effect=disclosure_effect(records, rounds=effect_rounds, seed=seed),

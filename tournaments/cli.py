@@ -223,15 +223,18 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         f"(Ray start {summary.ray_start_s:.1f} s, {rate:,.0f} markets/s after it)"
         + (f"; {summary.workers_replaced} workers replaced" if summary.workers_replaced else "")
     )
-    return _report(out, write=True)
+    return _report(out, full=False)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _report(args.dir, write=True)
+    return _report(args.dir, full=True)
 
 
-def _report(folder: str, write: bool) -> int:
-    from tournaments.report import report_text, write_report
+def _report(folder: str, full: bool) -> int:
+    """Analyse a run once; print every table (``full``) or the ratings only, and write the
+    Markdown report with its plots into the run folder."""
+    from tournaments.analysis import format_tables
+    from tournaments.report import analyze_run, report_text, write_report
     from tournaments.store import ResultStore
 
     store = ResultStore.open(folder)
@@ -241,10 +244,13 @@ def _report(folder: str, write: bool) -> int:
         store.close()
     if len(records["match_id"]) == 0:
         raise CliError(f"{folder}: no results stored yet")
-    print(report_text(records, meta))
-    if write:
-        path = write_report(folder, records, meta)
-        print(f"\nreport written to {path}")
+    analysis = analyze_run(records, meta)
+    if full:
+        print(report_text(records, meta, analysis=analysis))
+    else:
+        print(format_tables(analysis).split("\n\n")[0])
+    path = write_report(folder, records, meta, analysis=analysis)
+    print(f"\nreport with every table and plot: {path}  (terminal: arena report {folder})")
     return 0
 
 

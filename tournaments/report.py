@@ -110,10 +110,17 @@ def _analysis(records: Records, info: dict[str, Any], seed: int) -> Analysis:
 # ---------------------------------------------------------------------------
 
 
-def report_text(records: Records, meta: Mapping[str, Any], *, seed: int = 0) -> str:
+def analyze_run(records: Records, meta: Mapping[str, Any], *, seed: int = 0) -> Analysis:
+    """The analysis a report shows; compute it once and pass it to the writers."""
+    return _analysis(records, run_info(meta), seed)
+
+
+def report_text(
+    records: Records, meta: Mapping[str, Any], *, seed: int = 0, analysis: Analysis | None = None
+) -> str:
     """Run metadata and every table, as plain text for the terminal."""
     info = run_info(meta)
-    analysis = _analysis(records, info, seed)
+    analysis = analysis or _analysis(records, info, seed)
     head = tabulate(_meta_rows(info, analysis, seed), tablefmt="plain", disable_numparse=True)
     title = f"Tournament {info['name']}"
     return f"{title}\n{'=' * len(title)}\n{head}\n\n" + format_tables(analysis)
@@ -138,6 +145,7 @@ def write_report(
     out_name: str = "report.md",
     *,
     seed: int = 0,
+    analysis: Analysis | None = None,
 ) -> Path:
     """Write the Markdown report ``folder/out_name`` and its plots; return its path.
 
@@ -152,7 +160,7 @@ def write_report(
     folder.mkdir(parents=True, exist_ok=True)
     stem = Path(out_name).stem
     info = run_info(meta)
-    analysis = _analysis(records, info, seed)
+    analysis = analysis or _analysis(records, info, seed)
     plots = {
         "ratings": (f"{stem}_ratings.png", plot_ratings, analysis.ratings),
         "surplus": (f"{stem}_surplus.png", plot_surplus_split, analysis.split),

@@ -20,9 +20,9 @@ A spec::
 
 The round robin is every seller x buyer entry x disclosure rule x market config.
 Market instances depend only on (market config, tournament seed, index): every
-pairing, and both disclosure rules, meet the same markets. A match's policy
-seed derives from (tournament seed, match id), so results do not depend on
-which worker plays a match or when.
+pairing, and every disclosure rule, meet the same markets. Policy seeds derive
+from the tournament seed and the match's coordinates (``policy_seed``), so
+results do not depend on which worker plays a match or when.
 """
 
 from __future__ import annotations
@@ -152,9 +152,14 @@ class TournamentSpec:
                         out.append(Match(mid, seller, buyer, rule, market, mcfg))
         return sorted(out, key=lambda m: m.match_id)
 
-    def policy_seed(self, match: Match) -> int:
-        """A 63-bit seed from (tournament seed, match id): stable across runs and hosts."""
-        digest = hashlib.sha256(match.match_id.encode()).digest()
+    def policy_seed(self, match: Match, side: str) -> int:
+        """The seed of one side's policy in a match, from (tournament seed, side, entry,
+        market config): stable across runs and hosts. It leaves out the opponent and the
+        disclosure rule on purpose: a buyer draws the same noise whichever seller it meets
+        and under either rule, so paired comparisons (seller vs seller on identical markets,
+        mandatory vs hidden) measure the policies and the rule, not the dice."""
+        entry = match.seller if side == "seller" else match.buyer
+        digest = hashlib.sha256(f"{side}|{entry}|{match.market}".encode()).digest()
         ss = np.random.SeedSequence([self.seed, int.from_bytes(digest[:8], "little")])
         return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
 

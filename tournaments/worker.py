@@ -92,9 +92,9 @@ class MatchWorker:
 
     def play(self, unit: Unit) -> UnitResult:
         match = self.matches[unit.match_id]
-        seed = self.spec.policy_seed(match)
+        seeds = (self.spec.policy_seed(match, "seller"), self.spec.policy_seed(match, "buyer"))
         session = f"{unit.match_id}#{unit.start}"
-        seller, buyer = self._policies(match, seed, session)
+        seller, buyer = self._policies(match, seeds, session)
         batch, w_star = self._markets(match, unit)
         try:
             metrics = evaluate_batch(batch, seller, buyer, w_star)
@@ -104,7 +104,7 @@ class MatchWorker:
         for k in range(unit.start, min(unit.stop, self.spec.transcripts)):
             # The reference market plays the same game (tests hold the engines equal) and
             # keeps the raw text of every message.
-            seller, buyer = self._policies(match, seed, f"{session}#t{k}")
+            seller, buyer = self._policies(match, seeds, f"{session}#t{k}")
             try:
                 market = play_reference(generate(match.config, self.spec.seed, k), seller, buyer)
             finally:
@@ -112,17 +112,17 @@ class MatchWorker:
             transcripts[k] = json.dumps([r.to_dict() for r in market.transcript])
         return UnitResult(unit, {name: metrics[name] for name in STORED_METRICS}, transcripts)
 
-    def _policies(self, match: Match, seed: int, session: str):
+    def _policies(self, match: Match, seeds: tuple[int, int], session: str):
         seller_host = self.hosts.get(("seller", match.seller))
         buyer_host = self.hosts.get(("buyer", match.buyer))
         if seller_host is not None:
-            seller = RemoteSeller(seller_host, session, seed)
+            seller = RemoteSeller(seller_host, session, seeds[0])
         else:
-            seller = registry.make(match.seller, "seller", seed=seed)
+            seller = registry.make(match.seller, "seller", seed=seeds[0])
         if buyer_host is not None:
-            buyer = RemoteBuyer(buyer_host, session, seed)
+            buyer = RemoteBuyer(buyer_host, session, seeds[1])
         else:
-            buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seed)
+            buyer = registry.make_buyers(self.spec.buyer_spec(match.buyer), seed=seeds[1])
         return seller, buyer
 
     def _markets(self, match: Match, unit: Unit) -> tuple[MarketBatch, np.ndarray]:

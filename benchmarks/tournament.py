@@ -40,9 +40,19 @@ print(json.dumps({"wall_s": s.wall_s, "ray_start_s": s.ray_start_s, "markets": s
 def run(spec: str, markets: str, workers: int, mode: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, spec, markets, os.path.join(tmp, "run"), str(workers),
-             mode],
-            capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                spec,
+                markets,
+                os.path.join(tmp, "run"),
+                str(workers),
+                mode,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -76,19 +86,43 @@ def main() -> None:
         "ray_overhead": after_start(ray1) / local["wall_s"] - 1.0,
     }
     rows = [
-        ["Ray, 2 workers", f"{ray2['wall_s']:.1f}", f"{ray2['ray_start_s']:.1f}",
-         f"{after_start(ray2):.1f}", f"{out['markets_per_s_2_workers']:,.0f}"],
-        ["Ray, 1 worker", f"{ray1['wall_s']:.1f}", f"{ray1['ray_start_s']:.1f}",
-         f"{after_start(ray1):.1f}", f"{out['markets_per_s_1_worker']:,.0f}"],
-        ["one process, no Ray", f"{local['wall_s']:.1f}", "-", f"{local['wall_s']:.1f}",
-         f"{out['markets_per_s_no_ray']:,.0f}"],
+        [
+            "Ray, 2 workers",
+            f"{ray2['wall_s']:.1f}",
+            f"{ray2['ray_start_s']:.1f}",
+            f"{after_start(ray2):.1f}",
+            f"{out['markets_per_s_2_workers']:,.0f}",
+        ],
+        [
+            "Ray, 1 worker",
+            f"{ray1['wall_s']:.1f}",
+            f"{ray1['ray_start_s']:.1f}",
+            f"{after_start(ray1):.1f}",
+            f"{out['markets_per_s_1_worker']:,.0f}",
+        ],
+        [
+            "one process, no Ray",
+            f"{local['wall_s']:.1f}",
+            "-",
+            f"{local['wall_s']:.1f}",
+            f"{out['markets_per_s_no_ray']:,.0f}",
+        ],
     ]
-    print(f"spec {os.path.relpath(args.spec)}: {out['markets']:,} markets in {out['units']} units; "
-          f"cpus={os.cpu_count()}")
-    print(tabulate(rows, headers=["run", "wall s", "Ray start s", "after start s", "markets/s"],
-                   disable_numparse=True))
-    print(f"speedup 2 workers / 1: {out['speedup_2_over_1']:.2f}x;  Ray overhead after start "
-          f"(1 worker vs no Ray): {100 * out['ray_overhead']:+.1f}%")
+    print(
+        f"spec {os.path.relpath(args.spec)}: {out['markets']:,} markets in {out['units']} units; "
+        f"cpus={os.cpu_count()}"
+    )
+    print(
+        tabulate(
+            rows,
+            headers=["run", "wall s", "Ray start s", "after start s", "markets/s"],
+            disable_numparse=True,
+        )
+    )
+    print(
+        f"speedup 2 workers / 1: {out['speedup_2_over_1']:.2f}x;  Ray overhead after start "
+        f"(1 worker vs no Ray): {100 * out['ray_overhead']:+.1f}%"
+    )
     if args.json:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}))
 

@@ -183,8 +183,14 @@ def test_from_dict_partial_uses_defaults():
         MarketConfig(),
         MarketConfig(products=3, inventory=[1, 2, 3], price_range=(5, 50), patience=2),
         MarketConfig(
-            buyers=5, agent_share=0.4, disclosure="voluntary", value_correlation=1.0,
-            quality_spread=0.0, wealth_spread=0.05, cost_level=0.9, signal_noise=2.0,
+            buyers=5,
+            agent_share=0.4,
+            disclosure="voluntary",
+            value_correlation=1.0,
+            quality_spread=0.0,
+            wealth_spread=0.05,
+            cost_level=0.9,
+            signal_noise=2.0,
         ),
     ],
 )

@@ -19,9 +19,17 @@ from arena.generator import (
 ARRAYS = ("values", "costs", "inventory", "signals", "is_agent")
 
 CFG = MarketConfig(
-    buyers=6, products=3, inventory=(1, 2, 3), turns=9, price_range=(10.0, 60.0),
-    value_correlation=0.4, quality_spread=0.15, wealth_spread=0.25, cost_level=0.5,
-    signal_noise=0.2, agent_share=0.5,
+    buyers=6,
+    products=3,
+    inventory=(1, 2, 3),
+    turns=9,
+    price_range=(10.0, 60.0),
+    value_correlation=0.4,
+    quality_spread=0.15,
+    wealth_spread=0.25,
+    cost_level=0.5,
+    signal_noise=0.2,
+    agent_share=0.5,
 )
 
 
@@ -199,8 +207,15 @@ def test_instance_from_arrays_validates_shapes(kwargs):
 
 
 def test_values_and_costs_lie_in_the_price_range():
-    cfg = dataclasses.replace(CFG, buyers=50, products=8, inventory=1, wealth_spread=0.6,
-                              quality_spread=0.4, cost_level=0.95)
+    cfg = dataclasses.replace(
+        CFG,
+        buyers=50,
+        products=8,
+        inventory=1,
+        wealth_spread=0.6,
+        quality_spread=0.4,
+        cost_level=0.95,
+    )
     batch = generate_batch(cfg, 3, 40)
     lo, hi = cfg.price_range
     assert batch.values.min() >= lo and batch.values.max() <= hi
@@ -211,8 +226,9 @@ def test_values_and_costs_lie_in_the_price_range():
 
 @pytest.mark.parametrize("cost_level", [0.0, 0.3, 0.9])
 def test_costs_follow_the_documented_formula(cost_level):
-    cfg = MarketConfig(buyers=3, products=50, price_range=(20.0, 70.0), quality_spread=0.4,
-                       cost_level=cost_level)
+    cfg = MarketConfig(
+        buyers=3, products=50, price_range=(20.0, 70.0), quality_spread=0.4, cost_level=cost_level
+    )
     lo, w = cfg.lo, cfg.width
     for i in range(5):
         inst = generate(cfg, 9, i)
@@ -229,8 +245,14 @@ def test_costs_follow_the_documented_formula(cost_level):
 def test_cost_tracks_product_mean_value():
     # With no buyer spread, every buyer values product j at lo + w * clip(m_j, 0, 1),
     # so cost = lo + cost_level * (value - lo).
-    cfg = MarketConfig(buyers=4, products=30, price_range=(5.0, 45.0), quality_spread=0.3,
-                       wealth_spread=0.0, cost_level=0.6)
+    cfg = MarketConfig(
+        buyers=4,
+        products=30,
+        price_range=(5.0, 45.0),
+        quality_spread=0.3,
+        wealth_spread=0.0,
+        cost_level=0.6,
+    )
     inst = generate(cfg, 2, 0)
     assert np.all(inst.values == inst.values[0])
     np.testing.assert_allclose(inst.costs, 5.0 + 0.6 * (inst.values[0] - 5.0), atol=1e-9)
@@ -253,8 +275,14 @@ def test_signal_noise_scales_with_the_range_width():
 
 @pytest.mark.parametrize("rho", [0.0, 0.5, 0.9])
 def test_cross_product_correlation_matches_value_correlation(rho):
-    cfg = MarketConfig(buyers=10_000, products=2, value_correlation=rho, quality_spread=0.0,
-                       wealth_spread=0.05, signal_noise=0.0)
+    cfg = MarketConfig(
+        buyers=10_000,
+        products=2,
+        value_correlation=rho,
+        quality_spread=0.0,
+        wealth_spread=0.05,
+        signal_noise=0.0,
+    )
     v = generate(cfg, 13, 0).values
     assert v.min() > cfg.lo and v.max() < cfg.hi  # no clipping
     r = np.corrcoef(v[:, 0], v[:, 1])[0, 1]
@@ -262,8 +290,9 @@ def test_cross_product_correlation_matches_value_correlation(rho):
 
 
 def test_full_correlation_makes_buyers_rank_products_alike():
-    cfg = MarketConfig(buyers=200, products=3, value_correlation=1.0, quality_spread=0.0,
-                       wealth_spread=0.05)
+    cfg = MarketConfig(
+        buyers=200, products=3, value_correlation=1.0, quality_spread=0.0, wealth_spread=0.05
+    )
     v = generate(cfg, 13, 0).values
     # rho = 1 and no quality spread: each buyer values every product the same.
     np.testing.assert_allclose(v, v[:, :1].repeat(3, axis=1), atol=1e-9)
@@ -271,8 +300,14 @@ def test_full_correlation_makes_buyers_rank_products_alike():
 
 @pytest.mark.parametrize("ws", [0.02, 0.05, 0.1])
 def test_between_buyer_spread_is_wealth_spread(ws):
-    cfg = MarketConfig(buyers=10_000, products=2, price_range=(0.0, 80.0),
-                       value_correlation=1.0, quality_spread=0.0, wealth_spread=ws)
+    cfg = MarketConfig(
+        buyers=10_000,
+        products=2,
+        price_range=(0.0, 80.0),
+        value_correlation=1.0,
+        quality_spread=0.0,
+        wealth_spread=ws,
+    )
     v = generate(cfg, 3, 0).values
     assert v.min() > 0.0 and v.max() < 80.0
     sd = v[:, 0].std()
@@ -289,8 +324,13 @@ def test_wealth_spread_scales_buyer_dispersion_exactly_under_common_numbers():
 
 
 def test_quality_spread_moves_the_spread_between_products():
-    base = MarketConfig(buyers=200, products=200, value_correlation=0.5, wealth_spread=0.05,
-                        price_range=(0.0, 100.0))
+    base = MarketConfig(
+        buyers=200,
+        products=200,
+        value_correlation=0.5,
+        wealth_spread=0.05,
+        price_range=(0.0, 100.0),
+    )
     spreads = []
     for qs in (0.0, 0.02, 0.05, 0.1):
         v = generate(dataclasses.replace(base, quality_spread=qs), 5, 0).values
@@ -352,7 +392,6 @@ def test_a_different_price_range_is_an_affine_transform():
         a, b = generate(cfg1, 8, i), generate(cfg2, 8, i)
         np.testing.assert_allclose(b.values, lo2 + (a.values - lo1) * w2 / w1, rtol=0, atol=1e-9)
         np.testing.assert_allclose(b.costs, lo2 + (a.costs - lo1) * w2 / w1, rtol=0, atol=1e-9)
-        np.testing.assert_allclose(b.signals, lo2 + (a.signals - lo1) * w2 / w1, rtol=0,
-                                   atol=1e-9)
+        np.testing.assert_allclose(b.signals, lo2 + (a.signals - lo1) * w2 / w1, rtol=0, atol=1e-9)
         assert np.array_equal(a.is_agent, b.is_agent)
         assert not np.allclose(a.values, b.values)

@@ -112,14 +112,30 @@ def play_script_engine(batch, disclose=None):
 
 def twin_instances(disclosure="hidden"):
     """Two markets that share every public input and differ in values and kinds."""
-    cfg = MarketConfig(buyers=3, products=2, inventory=(1, 2), turns=TURNS,
-                       price_range=(0.0, 100.0), disclosure=disclosure)
+    cfg = MarketConfig(
+        buyers=3,
+        products=2,
+        inventory=(1, 2),
+        turns=TURNS,
+        price_range=(0.0, 100.0),
+        disclosure=disclosure,
+    )
     costs = [20.0, 15.0]
     signals = [[60.0, 50.0], [40.0, 70.0], [55.0, 55.0]]
-    a = instance_from_arrays(cfg, [[80.0, 10.0], [30.0, 90.0], [65.0, 5.0]], costs,
-                             signals=signals, is_agent=[True, False, False])
-    b = instance_from_arrays(cfg, [[12.0, 99.0], [77.0, 41.0], [3.0, 58.0]], costs,
-                             signals=signals, is_agent=[False, True, True])
+    a = instance_from_arrays(
+        cfg,
+        [[80.0, 10.0], [30.0, 90.0], [65.0, 5.0]],
+        costs,
+        signals=signals,
+        is_agent=[True, False, False],
+    )
+    b = instance_from_arrays(
+        cfg,
+        [[12.0, 99.0], [77.0, 41.0], [3.0, 58.0]],
+        costs,
+        signals=signals,
+        is_agent=[False, True, True],
+    )
     return a, b
 
 
@@ -146,7 +162,9 @@ def test_seller_view_of_the_reference_market_ignores_private_values():
     assert last["bought"][0].tolist() == [0, 1, -1]
     assert last["stock"][0].tolist() == [0, 1]
     assert last["last_decision"][0].tolist() == [
-        LastDecision.ACCEPT, LastDecision.REJECT, LastDecision.INVALID,
+        LastDecision.ACCEPT,
+        LastDecision.REJECT,
+        LastDecision.INVALID,
     ]
 
 
@@ -174,8 +192,11 @@ def test_seller_view_of_the_engine_ignores_private_values():
 
 
 def _seller_arrays(obs: SellerObs):
-    return [(f.name, getattr(obs, f.name)) for f in dataclasses.fields(obs)
-            if isinstance(getattr(obs, f.name), np.ndarray)]
+    return [
+        (f.name, getattr(obs, f.name))
+        for f in dataclasses.fields(obs)
+        if isinstance(getattr(obs, f.name), np.ndarray)
+    ]
 
 
 def _assert_no_values_in(obs: SellerObs, values: np.ndarray, lo: float, hi: float) -> None:
@@ -191,8 +212,15 @@ def _assert_no_values_in(obs: SellerObs, values: np.ndarray, lo: float, hi: floa
 
 @pytest.mark.parametrize("disclosure", ["hidden", "mandatory"])
 def test_no_seller_array_carries_values_when_signals_are_noisy(disclosure):
-    cfg = MarketConfig(buyers=5, products=3, turns=12, signal_noise=0.3, agent_share=0.4,
-                       disclosure=disclosure, price_range=(10.0, 90.0))
+    cfg = MarketConfig(
+        buyers=5,
+        products=3,
+        turns=12,
+        signal_noise=0.3,
+        agent_share=0.4,
+        disclosure=disclosure,
+        price_range=(10.0, 90.0),
+    )
     lo, hi = cfg.price_range
     seller, buyer = PostedPrice(markup=0.8), Truthful()
     seller.reset(1)
@@ -309,11 +337,27 @@ def test_buyer_observation_only_while_an_answer_is_due():
 @pytest.mark.parametrize(
     "cfg",
     [
-        MarketConfig(buyers=3, products=2, inventory=(1, 2), turns=TURNS, patience=0,
-                     agent_share=0.34, disclosure="mandatory", price_range=(0.0, 100.0)),
-        MarketConfig(buyers=4, products=2, inventory=1, turns=TURNS + 2, patience=2,
-                     agent_share=0.5, disclosure="voluntary", price_range=(5.0, 120.0),
-                     signal_noise=0.5),
+        MarketConfig(
+            buyers=3,
+            products=2,
+            inventory=(1, 2),
+            turns=TURNS,
+            patience=0,
+            agent_share=0.34,
+            disclosure="mandatory",
+            price_range=(0.0, 100.0),
+        ),
+        MarketConfig(
+            buyers=4,
+            products=2,
+            inventory=1,
+            turns=TURNS + 2,
+            patience=2,
+            agent_share=0.5,
+            disclosure="voluntary",
+            price_range=(5.0, 120.0),
+            signal_noise=0.5,
+        ),
     ],
 )
 def test_reference_and_engine_observations_agree_for_one_market(cfg):

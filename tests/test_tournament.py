@@ -161,13 +161,18 @@ def test_an_interrupted_run_resumes_without_loss_or_duplicates(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_tournament(spec, tmp_path / "run", use_ray=False, progress=False, unit_markets=40,
-                       on_result=interrupt)
+        run_tournament(
+            spec,
+            tmp_path / "run",
+            use_ray=False,
+            progress=False,
+            unit_markets=40,
+            on_result=interrupt,
+        )
     store = ResultStore.open(tmp_path / "run")
     assert store.counts() == (3 * 40, 3)
     store.close()
-    summary = run_tournament(spec, tmp_path / "run", use_ray=False, progress=False,
-                             unit_markets=40)
+    summary = run_tournament(spec, tmp_path / "run", use_ray=False, progress=False, unit_markets=40)
     assert summary.units_run == summary.units_total - 3
     run_tournament(spec, tmp_path / "clean", use_ray=False, progress=False, unit_markets=40)
     assert_same_records(records(tmp_path / "clean"), records(tmp_path / "run"))
@@ -218,8 +223,17 @@ buyers = 6
 def test_killing_the_driver_mid_run_loses_nothing(tmp_path):
     spec_path = write(tmp_path, KILL_SPEC)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "tournaments.cli", "tournament", spec_path, "--out", str(out),
-           "--no-ray", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tournaments.cli",
+        "tournament",
+        spec_path,
+        "--out",
+        str(out),
+        "--no-ray",
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     db = out / "results.sqlite"
     deadline = time.time() + 60
@@ -273,8 +287,13 @@ def test_joins_an_existing_cluster_with_address(tmp_path):
     script = tmp_path / "cluster.py"
     script.write_text(CLUSTER_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    out = subprocess.run([sys.executable, str(script), spec_path, str(tmp_path / "remote")],
-                         capture_output=True, text=True, timeout=240, env=env)
+    out = subprocess.run(
+        [sys.executable, str(script), spec_path, str(tmp_path / "remote")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "units 1" in out.stdout
     run_tournament(load_spec(spec_path), tmp_path / "local", use_ray=False, progress=False)

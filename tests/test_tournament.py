@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from tournaments.report import report_text, write_report
 from tournaments.runner import run_tournament
 from tournaments.spec import SpecError, load_spec, spec_from_dict
 from tournaments.store import ResultStore, StoreError
@@ -124,6 +125,14 @@ def test_results_do_not_depend_on_workers_or_ray(tmp_path, ray_session):
     assert len(base["match_id"]) == 4 * 120
     assert_same_records(base, records(tmp_path / "one"))
     assert_same_records(base, records(tmp_path / "two"))
+    # Identical report output too (the report holds no timings or dates).
+    texts = []
+    for name in ("local", "one", "two"):
+        store = ResultStore.open(tmp_path / name)
+        rec, meta = store.records(), store.meta()
+        store.close()
+        texts.append((report_text(rec, meta), write_report(tmp_path / name, rec, meta).read_text()))
+    assert texts[0] == texts[1] == texts[2]
 
 
 def test_an_entry_hosted_in_its_own_actor_plays_the_same(tmp_path, ray_session):
@@ -267,6 +276,7 @@ CLUSTER_SCRIPT = """
 import sys
 import ray
 from ray.cluster_utils import Cluster
+from tournaments.report import report_text, write_report
 from tournaments.runner import run_tournament
 from tournaments.spec import load_spec
 

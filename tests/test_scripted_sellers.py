@@ -16,7 +16,7 @@ import pytest
 from agents.base import BuyerAction, BuyerPolicy, SellerPolicy
 from agents.conformance import check_seller
 from agents.rollout import play_batch, play_reference
-from agents.scripted.buyers import Truthful
+from agents.scripted.buyers import Haggler, Truthful
 from agents.scripted.sellers import (
     DescendingOffers,
     DisclosureAware,
@@ -384,3 +384,19 @@ def test_disclosure_aware_prices_disclosed_agents_differently():
     offers, order = _first_offers(_twin_market("hidden"))
     assert order[0] == 0
     assert offers[0] == offers[1] == pytest.approx(57.0)
+
+
+def test_greedy_matcher_incremental_table_equals_a_full_recompute():
+    """The per-turn cache of step-2 values must not change any decision."""
+    class FullRecompute(GreedyMatcher):
+        def act(self, obs):
+            self._table = None  # forces the whole table every turn
+            return super().act(obs)
+
+    for cfg in (MarketConfig(), MarketConfig(buyers=6, products=3, patience=2, signal_noise=0.3)):
+        batch = generate_batch(cfg, 11, 200)
+        a = play_batch(batch, GreedyMatcher(), Haggler())
+        b = play_batch(batch, FullRecompute(), Haggler())
+        assert np.array_equal(a.paid, b.paid, equal_nan=True)
+        assert np.array_equal(a.bought, b.bought) and np.array_equal(a.turn, b.turn)
+        assert np.array_equal(a.last_price, b.last_price, equal_nan=True)

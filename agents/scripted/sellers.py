@@ -238,6 +238,7 @@ class GreedyMatcher(SellerPolicy):
     """Number of candidate prices per pair."""
 
     _caps: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _table: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check(self.markup > -1.0, f"markup must be > -1, got {self.markup}")
@@ -246,29 +247,45 @@ class GreedyMatcher(SellerPolicy):
 
     def reset(self, batch_size: int) -> None:
         self._caps = None
+        self._table = None
 
-    def act(self, obs: SellerObs) -> SellerAction:
-        if self._caps is None or self._caps.shape != obs.signals.shape:
-            self._caps = _fresh_caps(obs)
-        caps = self._caps
-        _note_refusals(caps, obs)
-        lo, hi = obs.price_range
-        sigma = self.noise * (hi - lo)
-        s = obs.signals
-        cost = obs.costs[:, None, :, None]
-
+    def _best(self, s, caps, cost, sigma: float, obs: SellerObs):
+        """Step 2 for pairs laid out as arrays (..., M): the best grid price and its value."""
         z = np.linspace(-3.0, 1.5, self.grid)
         centre = np.minimum(s, caps)[..., None]
+        cost = cost[..., None]
         p = _price(np.maximum(centre + sigma * z, cost * (1.0 + self.markup)), obs)
         # Clamped z-scores keep the conditional probability a ratio of positive numbers
         # even when a signal sits far above a refused price.
         zu = np.clip((caps - s) / sigma, -30.0, 30.0)[..., None]
         zp = np.clip((p - s[..., None]) / sigma, -40.0, zu)
         accept = np.where(p < caps[..., None], (ndtr(zu) - ndtr(zp)) / ndtr(zu), 0.0)
-        em = (p - cost) * accept  # (B, N, M, G)
-        g = np.argmax(em, axis=3)[..., None]
-        value = np.take_along_axis(em, g, axis=3)[..., 0]
-        price = np.take_along_axis(p, g, axis=3)[..., 0]
+        em = (p - cost) * accept  # (..., M, G)
+        g = np.argmax(em, axis=-1)[..., None]
+        return np.take_along_axis(em, g, axis=-1)[..., 0], np.take_along_axis(p, g, axis=-1)[..., 0]
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        if self._caps is None or self._caps.shape != obs.signals.shape:
+            self._caps = _fresh_caps(obs)
+            self._table = None
+        caps = self._caps
+        _note_refusals(caps, obs)
+        lo, hi = obs.price_range
+        sigma = self.noise * (hi - lo)
+        s = obs.signals
+        cost = np.broadcast_to(obs.costs[:, None, :], s.shape)
+        # Signals and costs are fixed within an episode, so a pair's step-2 value changes only
+        # when its refusal cap does: after the first turn, recompute just the buyers whose
+        # caps moved (one per market per turn) instead of every pair.
+        if self._table is None:
+            value, price = self._best(s, caps, cost, sigma, obs)
+            self._table = (value, price, caps.copy())
+        else:
+            value, price, seen = self._table
+            b, i = np.nonzero((caps != seen).any(axis=2))
+            if b.size:
+                value[b, i], price[b, i] = self._best(s[b, i], caps[b, i], cost[b, i], sigma, obs)
+                seen[b, i] = caps[b, i]
 
         bid_j, bid_price, bid_margin, usable = _standing_bids(obs, self.markup)
         on_bid = usable[..., None] & (np.arange(obs.num_products) == bid_j[..., None])

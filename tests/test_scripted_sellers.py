@@ -16,7 +16,7 @@ import pytest
 from agents.base import BuyerAction, BuyerPolicy, SellerPolicy
 from agents.conformance import check_seller
 from agents.rollout import play_batch, play_reference
-from agents.scripted.buyers import Haggler, Truthful
+from agents.scripted.buyers import Truthful
 from agents.scripted.sellers import (
     DescendingOffers,
     DisclosureAware,

@@ -42,14 +42,23 @@ def main() -> None:
         for b in buyers:
             seller = registry.make(s, "seller", seed=args.seed)
             buyer = registry.make_buyers(b, seed=args.seed)
-            summary = summarize(play_markets(config, args.seed, range(args.markets), seller, buyer),
-                                METRICS)
+            summary = summarize(
+                play_markets(config, args.seed, range(args.markets), seller, buyer), METRICS
+            )
             rows.append([s, b, *(cell(summary, m) for m in METRICS)])
     elapsed = time.perf_counter() - t0
-    print(tabulate(rows, headers=["seller", "buyer", *METRICS],
-                   tablefmt="github" if args.markdown else "simple", disable_numparse=True))
-    print(f"\n{len(sellers)} sellers x {len(buyers)} buyers x {args.markets} markets "
-          f"(default MarketConfig, seed {args.seed}) in {elapsed:.1f} s")
+    print(
+        tabulate(
+            rows,
+            headers=["seller", "buyer", *METRICS],
+            tablefmt="github" if args.markdown else "simple",
+            disable_numparse=True,
+        )
+    )
+    print(
+        f"\n{len(sellers)} sellers x {len(buyers)} buyers x {args.markets} markets "
+        f"(default MarketConfig, seed {args.seed}) in {elapsed:.1f} s"
+    )
 
 
 if __name__ == "__main__":

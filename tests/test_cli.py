@@ -34,8 +34,9 @@ def test_agents_table(capsys):
 
 
 def test_play_prints_the_four_part_transcript_and_the_oracle_figures(capsys):
-    code, out, _ = run(capsys, "play", "--seller", "greedy_matcher", "--buyers", "haggler",
-                       "--seed", "3")
+    code, out, _ = run(
+        capsys, "play", "--seller", "greedy_matcher", "--buyers", "haggler", "--seed", "3"
+    )
     assert code == 0
     for tag in ("THINK:", "TO: buyer", "OFFER:", "SAY:", "DECISION:"):
         assert tag in out
@@ -44,12 +45,28 @@ def test_play_prints_the_four_part_transcript_and_the_oracle_figures(capsys):
 
 
 def test_eval_json_has_the_metrics_and_their_intervals(capsys):
-    code, out, _ = run(capsys, "eval", "--seller", "pricing_bandit", "--buyers",
-                       "truthful:0.5,strategic:0.5", "--markets", "300", "--json")
+    code, out, _ = run(
+        capsys,
+        "eval",
+        "--seller",
+        "pricing_bandit",
+        "--buyers",
+        "truthful:0.5,strategic:0.5",
+        "--markets",
+        "300",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out.strip().splitlines()[-1])
-    for key in ("profit", "buyer_surplus", "efficiency", "capture", "match_quality",
-                "deal_rate", "violation_rate"):
+    for key in (
+        "profit",
+        "buyer_surplus",
+        "efficiency",
+        "capture",
+        "match_quality",
+        "deal_rate",
+        "violation_rate",
+    ):
         assert isinstance(data[key], float)
         lo, hi = data[key + "_ci"]
         assert lo <= data[key] <= hi
@@ -57,8 +74,16 @@ def test_eval_json_has_the_metrics_and_their_intervals(capsys):
 
 
 def test_eval_is_reproducible_for_a_seed(capsys):
-    args = ("eval", "--seller", "pricing_bandit", "--buyers", "noisy_human", "--markets", "200",
-            "--json")
+    args = (
+        "eval",
+        "--seller",
+        "pricing_bandit",
+        "--buyers",
+        "noisy_human",
+        "--markets",
+        "200",
+        "--json",
+    )
     _, a, _ = run(capsys, *args, "--seed", "5")
     _, b, _ = run(capsys, *args, "--seed", "5")
     _, c, _ = run(capsys, *args, "--seed", "6")
@@ -106,8 +131,11 @@ def test_flags_are_checked_by_the_parser(capsys):
 
 
 def test_the_console_script_exits_non_zero_without_a_traceback():
-    out = subprocess.run([sys.executable, "-m", "tournaments.cli", "play", "--seller", "x"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "tournaments.cli", "play", "--seller", "x"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert out.stderr.startswith("arena: error: unknown seller entry 'x'")
     assert "Traceback" not in out.stderr
@@ -133,28 +161,39 @@ def test_tournament_report_show_export_end_to_end(capsys, tmp_path):
     spec = tmp_path / "tiny.toml"
     spec.write_text(SPEC)
     out_dir = tmp_path / "run"
-    code, out, _ = run(capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray",
-                       "--quiet")
+    code, out, _ = run(
+        capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray", "--quiet"
+    )
     assert code == 0 and "Ratings" in out and "greedy_matcher" in out
     assert (out_dir / "report.md").is_file() and (out_dir / "report_ratings.png").is_file()
     code, out, _ = run(capsys, "report", str(out_dir))
     assert code == 0
     for title in ("Ratings", "Surplus split", "Disclosure effect"):
         assert title in out
-    code, out, _ = run(capsys, "show", str(out_dir), "--match",
-                       "greedy_matcher|mixed|mandatory|m", "--market", "1")
+    code, out, _ = run(
+        capsys, "show", str(out_dir), "--match", "greedy_matcher|mixed|mandatory|m", "--market", "1"
+    )
     assert code == 0 and "TO: buyer" in out and "DECISION:" in out
     code, _, err = run(capsys, "show", str(out_dir), "--match", "nope", "--market", "0")
     assert code == 2 and "no transcripts for match 'nope'" in err
-    code, _, err = run(capsys, "show", str(out_dir), "--match",
-                       "greedy_matcher|mixed|mandatory|m", "--market", "40")
+    code, _, err = run(
+        capsys,
+        "show",
+        str(out_dir),
+        "--match",
+        "greedy_matcher|mixed|mandatory|m",
+        "--market",
+        "40",
+    )
     assert code == 2 and "kept: 0, 1" in err
     code, out, _ = run(capsys, "export", str(out_dir), "--to", str(tmp_path / "rows.csv"))
     assert code == 0 and (tmp_path / "rows.csv").read_text().count("\n") == 1 + 8 * 60
     # A rerun resumes: nothing left to play, the stored rows are untouched.
-    code, out, _ = run(capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray",
-                       "--quiet")
+    code, out, _ = run(
+        capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray", "--quiet"
+    )
     assert code == 0 and "played 0 of 8 units" in out
-    code, _, err = run(capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray",
-                       "--quiet", "--seed", "4")
+    code, _, err = run(
+        capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray", "--quiet", "--seed", "4"
+    )
     assert code == 2 and "different spec" in err

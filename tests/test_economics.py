@@ -14,8 +14,13 @@ MARKETS = 600
 
 
 def run(seller: str, buyers: str, config: MarketConfig = CONFIG) -> dict[str, np.ndarray]:
-    return play_markets(config, 7, range(MARKETS), registry.make(seller, "seller", seed=1),
-                        registry.make_buyers(buyers, seed=1))
+    return play_markets(
+        config,
+        7,
+        range(MARKETS),
+        registry.make(seller, "seller", seed=1),
+        registry.make_buyers(buyers, seed=1),
+    )
 
 
 def test_the_oracle_seller_captures_everything_from_truthful_buyers():

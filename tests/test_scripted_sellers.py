@@ -388,6 +388,7 @@ def test_disclosure_aware_prices_disclosed_agents_differently():
 
 def test_greedy_matcher_incremental_table_equals_a_full_recompute():
     """The per-turn cache of step-2 values must not change any decision."""
+
     class FullRecompute(GreedyMatcher):
         def act(self, obs):
             self._table = None  # forces the whole table every turn

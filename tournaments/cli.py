@@ -220,7 +220,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     print(
         f"played {summary.units_run} of {summary.units_total} units "
         f"({summary.markets_run} markets) in {summary.wall_s:.1f} s "
-        f"(Ray start {summary.ray_start_s:.1f} s, {rate:,.0f} markets/s after it)"
+        f"(Ray start-up with workers {summary.ray_start_s:.1f} s, "
+        f"{rate:,.0f} markets/s after it)"
         + (f"; {summary.workers_replaced} workers replaced" if summary.workers_replaced else "")
     )
     return _report(out, full=False)

@@ -234,9 +234,15 @@ def _rows(result: UnitResult, seller, buyer, disclosure, market) -> Iterable[tup
     # time is taken from the workers on a small machine. SQLite stores a NaN as NULL.
     u = result.unit
     n = u.stop - u.start
-    cols = [np.asarray(result.metrics[m], dtype=float).tolist() for m in STORED_METRICS]
-    keys = (repeat(u.match_id, n), range(u.start, u.stop), repeat(seller, n), repeat(buyer, n),
-            repeat(disclosure, n), repeat(market, n))
+    cols = result.table.tolist()
+    keys = (
+        repeat(u.match_id, n),
+        range(u.start, u.stop),
+        repeat(seller, n),
+        repeat(buyer, n),
+        repeat(disclosure, n),
+        repeat(market, n),
+    )
     return zip(*keys, *cols, strict=True)
 
 

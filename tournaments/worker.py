@@ -59,8 +59,12 @@ class Unit:
 @dataclass
 class UnitResult:
     unit: Unit
-    metrics: dict[str, np.ndarray]  # STORED_METRICS -> (stop - start,)
+    table: np.ndarray  # (len(STORED_METRICS), stop - start): one contiguous block to ship
     transcripts: dict[int, str]  # market index -> JSON list of turn records
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        return dict(zip(STORED_METRICS, self.table, strict=True))
 
 
 def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> list[Unit]:
@@ -110,7 +114,8 @@ class MatchWorker:
             finally:
                 _close(seller, buyer)
             transcripts[k] = json.dumps([r.to_dict() for r in market.transcript])
-        return UnitResult(unit, {name: metrics[name] for name in STORED_METRICS}, transcripts)
+        table = np.stack([np.asarray(metrics[name], dtype=float) for name in STORED_METRICS])
+        return UnitResult(unit, table, transcripts)
 
     def _policies(self, match: Match, seeds: tuple[int, int], session: str):
         seller_host = self.hosts.get(("seller", match.seller))

@@ -21,8 +21,8 @@ import platform
 import sqlite3
 import time
 from collections.abc import Iterable
-from itertools import repeat
 from importlib import metadata
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np

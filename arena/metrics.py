@@ -173,17 +173,23 @@ def seller_benchmarks(instance: MarketInstance) -> dict[str, float]:
     ``w_star_T`` (perfect price discrimination within T deals), ``w_star`` (no turn
     limit), ``walrasian_high`` and ``walrasian_low`` (profit at the highest / lowest
     competitive prices on the optimal assignment) and ``vcg`` (VCG payments minus
-    the cost of the units served; equal to ``walrasian_low`` by theory).
+    the cost of the units served; equal to ``walrasian_low`` by theory), and the
+    revenues behind the last three (``*_revenue``: payments before costs).
     """
     v, c, inv = instance.values, instance.costs, instance.inventory
     pairs = optimal_assignment(v, c, inv)
     low, high = walrasian_prices(v, c, inv)
     pay = vcg_payments(v, c, inv)
     served_cost = sum(float(c[j]) for _, j in pairs)
+    high_revenue = sum(float(high[j]) for _, j in pairs)
+    low_revenue = sum(float(low[j]) for _, j in pairs)
     return {
         "w_star_T": optimal_welfare(v, c, inv, instance.config.turns),
         "w_star": optimal_welfare(v, c, inv),
-        "walrasian_high": sum(float(high[j] - c[j]) for _, j in pairs),
-        "walrasian_low": sum(float(low[j] - c[j]) for _, j in pairs),
+        "walrasian_high": high_revenue - served_cost,
+        "walrasian_low": low_revenue - served_cost,
         "vcg": float(pay.sum()) - served_cost,
+        "walrasian_high_revenue": high_revenue,
+        "walrasian_low_revenue": low_revenue,
+        "vcg_revenue": float(pay.sum()),
     }

@@ -40,7 +40,7 @@ def test_play_prints_the_four_part_transcript_and_the_oracle_figures(capsys):
     assert code == 0
     for tag in ("THINK:", "TO: buyer", "OFFER:", "SAY:", "DECISION:"):
         assert tag in out
-    for figure in ("W*_T", "highest Walrasian profit", "lowest Walrasian profit", "VCG profit"):
+    for figure in ("W*_T", "highest Walrasian", "lowest Walrasian", "VCG", "revenue"):
         assert figure in out
 
 

@@ -64,39 +64,23 @@ def cmd_play(args: argparse.Namespace) -> int:
     met = market_metrics(market)
     bench = seller_benchmarks(instance)
     print()
+    rows = [
+        ["seller profit", _f(met["profit"]), "W*_T (full-information bound)",
+         _f(bench["w_star_T"]), ""],
+        ["seller revenue", _f(met["revenue"]), "highest Walrasian", _f(bench["walrasian_high"]),
+         _f(bench["walrasian_high_revenue"])],
+        ["buyer surplus", _f(met["buyer_surplus"]), "lowest Walrasian", _f(bench["walrasian_low"]),
+         _f(bench["walrasian_low_revenue"])],
+        ["welfare", _f(met["welfare"]), "VCG", _f(bench["vcg"]), _f(bench["vcg_revenue"])],
+        ["efficiency", _f(met["efficiency"], 3), "", "", ""],
+        ["capture", _f(met["capture"], 3), "", "", ""],
+        ["trades / turns", f"{met['trades']:.0f} / {met['turns_used']:.0f}", "", "", ""],
+        ["violations (seller, buyer)",
+         f"{met['seller_violations']:.0f}, {met['buyer_violations']:.0f}", "", "", ""],
+    ]  # fmt: skip
     print(
         tabulate(
-            [
-                [
-                    "seller profit",
-                    _f(met["profit"]),
-                    "W*_T (full-information bound)",
-                    _f(bench["w_star_T"]),
-                ],
-                [
-                    "buyer surplus",
-                    _f(met["buyer_surplus"]),
-                    "highest Walrasian profit",
-                    _f(bench["walrasian_high"]),
-                ],
-                [
-                    "welfare",
-                    _f(met["welfare"]),
-                    "lowest Walrasian profit",
-                    _f(bench["walrasian_low"]),
-                ],
-                ["efficiency", _f(met["efficiency"], 3), "VCG profit", _f(bench["vcg"])],
-                ["capture", _f(met["capture"], 3), "", ""],
-                ["trades / turns", f"{met['trades']:.0f} / {met['turns_used']:.0f}", "", ""],
-                [
-                    "violations (seller, buyer)",
-                    f"{met['seller_violations']:.0f}, {met['buyer_violations']:.0f}",
-                    "",
-                    "",
-                ],
-            ],
-            headers=["outcome", "", "oracle", ""],
-            disable_numparse=True,
+            rows, headers=["outcome", "", "oracle", "profit", "revenue"], disable_numparse=True
         )
     )
     return 0

@@ -9,6 +9,7 @@ is documented there.
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -154,17 +155,21 @@ def _float_in(name: str, value: Any, lo: float, hi: float, hi_open: bool = False
 CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MarketConfig))
 
 
-def load_market_file(path: str) -> MarketConfig:
-    """Read the ``[market]`` table of a TOML file; errors name the file and the problem."""
-    import tomllib
-
+def read_toml(path: str, what: str) -> dict[str, Any]:
+    """A TOML file as a dict; an unreadable or malformed file is one ValueError that names
+    the file, what it was meant to be, and the problem."""
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            return tomllib.load(fh)
     except OSError as err:
-        raise ValueError(f"{path}: cannot read market file ({err.strerror})") from None
+        raise ValueError(f"{path}: cannot read {what} ({err.strerror})") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
+
+
+def load_market_file(path: str) -> MarketConfig:
+    """Read the ``[market]`` table of a TOML file; errors name the file and the problem."""
+    data = read_toml(path, "market file")
     if "market" not in data:
         raise ValueError(f"{path}: no [market] table")
     try:

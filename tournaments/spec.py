@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import tomllib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from agents import registry
-from arena.config import DISCLOSURE_RULES, MarketConfig
+from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 
 _TOP_KEYS = {"tournament", "populations", "markets"}
 _TOURNAMENT_KEYS = {
@@ -244,12 +243,9 @@ def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
 def load_spec(path: str, **overrides: Any) -> TournamentSpec:
     """Read and validate a spec file; every problem is a SpecError naming the file."""
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read spec ({err.strerror})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path}: not valid TOML ({err})") from None
+        data = read_toml(path, "spec")
+    except ValueError as err:
+        raise SpecError(str(err)) from None
     try:
         return spec_from_dict(data, **overrides)
     except SpecError as err:

@@ -19,32 +19,12 @@ from agents import registry
 from agents.evaluate import evaluate_batch
 from agents.rollout import play_reference
 from arena.generator import MarketBatch, generate, generate_batch
-from arena.metrics import welfare_bounds
+from arena.metrics import METRICS, welfare_bounds
 from tournaments.remote import RemoteBuyer, RemoteSeller
 from tournaments.spec import Match, TournamentSpec
 
-# Columns stored per market (see arena.metrics for definitions).
-STORED_METRICS = (
-    "profit",
-    "revenue",
-    "buyer_surplus",
-    "buyer_surplus_human",
-    "buyer_surplus_agent",
-    "buyer_surplus_disclosed",
-    "buyer_surplus_undisclosed",
-    "welfare",
-    "w_star",
-    "efficiency",
-    "capture",
-    "match_quality",
-    "deal_rate",
-    "trades",
-    "turns_used",
-    "seller_violations",
-    "buyer_violations",
-    "mean_price",
-    "mean_price_norm",
-)
+# Columns stored per market: every metric of arena.metrics (definitions there).
+STORED_METRICS = METRICS
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,11 @@ Ray starts from nothing each time and its start-up is reported apart:
 * no Ray: the same matches in one process, the base of the Ray overhead
   (Ray with 1 worker after start-up vs no Ray).
 
-    python benchmarks/tournament.py [--spec FILE] [--markets K] [--json]
+Each configuration runs ``--repeats`` times (interleaved) and the table shows the
+run with the median time after start-up: on a 2-core machine one run of a few
+seconds moves by several percent with whatever else the machine does.
+
+    python benchmarks/tournament.py [--spec FILE] [--markets K] [--repeats 3] [--json]
 """
 
 from __future__ import annotations
@@ -61,16 +65,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--spec", default=DEFAULT_SPEC)
     ap.add_argument("--markets", type=int, help="override markets per match")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     markets = "-" if args.markets is None else str(args.markets)
 
-    ray2 = run(args.spec, markets, 2, "ray")
-    ray1 = run(args.spec, markets, 1, "ray")
-    local = run(args.spec, markets, 1, "local")
-
     def after_start(r: dict) -> float:
         return r["wall_s"] - r["ray_start_s"]
+
+    runs: dict[str, list[dict]] = {"ray2": [], "ray1": [], "local": []}
+    for _ in range(args.repeats):
+        runs["ray2"].append(run(args.spec, markets, 2, "ray"))
+        runs["ray1"].append(run(args.spec, markets, 1, "ray"))
+        runs["local"].append(run(args.spec, markets, 1, "local"))
+    ray2, ray1, local = (
+        sorted(runs[k], key=after_start)[len(runs[k]) // 2] for k in ("ray2", "ray1", "local")
+    )
 
     out = {
         "markets": ray2["markets"],

@@ -9,6 +9,7 @@ tells the seller it is an agent (under ``mandatory`` the market tells anyway).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,11 @@ class Entry:
     hosting: str = "worker"  # "actor": expensive (e.g. a language model), served from its own actor
 
     @property
+    def base_name(self) -> str:
+        """The name without the disclosure suffix: a variant shares its base's dice."""
+        return self.name.removesuffix(DISCLOSED_SUFFIX)
+
+    @property
     def all_params(self) -> dict[str, Any]:
         """Every parameter with its value for this entry (factory defaults included)."""
         out = {
@@ -64,7 +70,7 @@ class Entry:
         params = {**self.params, **overrides}
         names = {f.name for f in dataclasses.fields(self.factory)}
         if "seed" in names:
-            params.setdefault("seed", seed)
+            params.setdefault("seed", policy_seed(seed, self.base_name))
         unknown = sorted(set(params) - names)
         if unknown:
             raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
@@ -72,6 +78,18 @@ class Entry:
         if self.disclosed:
             policy = Disclosing(policy)
         return policy
+
+
+def policy_seed(root: int, name: str) -> int:
+    """The seed a policy named ``name`` draws from under a ``root`` seed.
+
+    Keyed by the name, not by where the policy plays: the same entry gets the same dice
+    alone or inside a population, and ``NAME+disclosed`` gets the dice of ``NAME``, so a
+    comparison between them measures disclosure and nothing else.
+    """
+    digest = hashlib.sha256(name.encode()).digest()
+    ss = np.random.SeedSequence([int(root), int.from_bytes(digest[:8], "little")])
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
 @dataclass

@@ -322,3 +322,40 @@ def test_number_format():
     assert fmt_ci(-0.001, -3.07, 2.98) == "0.00 [-3.07, 2.98]"
     assert fmt_ci(0.5, 0.4, 0.6, point=False) == "[0.400, 0.600]"
     assert fmt_ci(float("nan"), 0.0, 1.0) == "-"
+
+
+def test_effects_of_each_rule_and_pairings_the_rule_cannot_change_are_set_apart():
+    from tournaments.analysis import analyze, format_tables, informative_effects
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for rule in ("hidden", "mandatory", "voluntary"):
+        for seller in ("aware", "blind"):
+            for k in range(60):
+                base = 100.0 + 10 * rng.standard_normal() * 0 + k
+                lift = 5.0 if (seller == "aware" and rule != "hidden") else 0.0
+                rows.append((seller, "agents", rule, "m", k, base + lift))
+    rec = {
+        "match_id": np.array([f"{s}|{b}|{r}|{c}" for s, b, r, c, _, _ in rows], dtype=object),
+        "market": np.array([r[4] for r in rows]),
+        "seller": np.array([r[0] for r in rows], dtype=object),
+        "buyer": np.array([r[1] for r in rows], dtype=object),
+        "disclosure": np.array([r[2] for r in rows], dtype=object),
+        "config": np.array([r[3] for r in rows], dtype=object),
+    }
+    profit = np.array([r[5] for r in rows])
+    for name in ("profit", "buyer_surplus", "buyer_surplus_agent", "buyer_surplus_human",
+                 "efficiency", "capture", "deal_rate", "seller_violations", "buyer_violations",
+                 "mean_price", "w_star"):
+        rec[name] = profit.copy() if name == "profit" else np.full(len(rows), 1.0)
+    analysis = analyze(rec, rating_rounds=20, effect_rounds=100)
+    assert {r["treatment"] for r in analysis.effect} == {"mandatory", "voluntary"}
+    kept, omitted = informative_effects(analysis.effect)
+    assert {r["seller"] for r in kept} == {"aware"}
+    assert sorted(k[2] for k in omitted) == ["blind", "blind"]
+    lifts = [r["diff"] for r in kept if r["metric"] == "profit"]
+    assert lifts == [5.0, 5.0]
+    text = format_tables(analysis)
+    assert "Disclosure effect (mandatory - hidden)" in text
+    assert "Disclosure effect (voluntary - hidden)" in text
+    assert "Omitted: 1 pairings where the rule changed nothing" in text

@@ -111,6 +111,11 @@ def test_round_robin_and_seeds():
     assert by_rule[("a", "hidden")] == by_rule[("a", "mandatory")]
     assert by_rule[("a", "hidden")] != by_rule[("b", "hidden")]
     assert spec.policy_seed(matches[0], "seller") != spec.policy_seed(matches[0], "buyer")
+    # Each policy keys its own seed by its name; a disclosure variant shares its base's.
+    from agents.registry import get, policy_seed
+
+    assert get("strategic+disclosed").base_name == "strategic"
+    assert policy_seed(7, "noisy_human") != policy_seed(7, "pricing_bandit")
     other = small_spec(seed=4)
     assert other.policy_seed(matches[0], "seller") != spec.policy_seed(matches[0], "seller")
 
@@ -308,6 +313,48 @@ def test_joins_an_existing_cluster_with_address(tmp_path):
     assert "units 1" in out.stdout
     run_tournament(load_spec(spec_path), tmp_path / "local", use_ray=False, progress=False)
     assert_same_records(records(tmp_path / "local"), records(tmp_path / "remote"))
+
+
+def test_variants_and_populations_share_dice_so_only_disclosure_differs(tmp_path):
+    tournament = {
+        **SMALL["tournament"],
+        "sellers": ["pricing_bandit", "disclosure_aware"],
+        "buyers": ["strategic", "strategic+disclosed", "mixed", "mixed_disclosed"],
+        "disclosure": ["hidden", "mandatory", "voluntary"],
+    }
+    data = {
+        "tournament": tournament,
+        "populations": {
+            "mixed": "human=noisy_human,agent=strategic",
+            "mixed_disclosed": "human=noisy_human,agent=strategic+disclosed",
+        },
+        "markets": {"a": {"buyers": 6, "agent_share": 0.5, "turns": 9}},
+    }
+    spec = spec_from_dict(data)
+    run_tournament(spec, tmp_path / "run", use_ray=False, progress=False)
+    rec = records(tmp_path / "run")
+
+    def rows(seller, buyer, rule):
+        pick = (rec["seller"] == seller) & (rec["buyer"] == buyer) & (rec["disclosure"] == rule)
+        return rec["profit"][pick], rec["buyer_surplus"][pick]
+
+    for seller in spec.sellers:
+        for base, variant in (("strategic", "strategic+disclosed"), ("mixed", "mixed_disclosed")):
+            # Disclosure choices matter only under the voluntary rule.
+            for rule in ("hidden", "mandatory"):
+                np.testing.assert_array_equal(rows(seller, base, rule), rows(seller, variant, rule))
+            # Under voluntary, the variant that discloses equals mandatory; the base, hidden.
+            np.testing.assert_array_equal(
+                rows(seller, variant, "voluntary"), rows(seller, variant, "mandatory")
+            )
+            np.testing.assert_array_equal(
+                rows(seller, base, "voluntary"), rows(seller, base, "hidden")
+            )
+    # And the disclosure-aware seller does react to it.
+    assert not np.array_equal(
+        rows("disclosure_aware", "mixed", "hidden")[0],
+        rows("disclosure_aware", "mixed", "mandatory")[0],
+    )
 
 
 def test_rules_change_nothing_for_human_only_buyers_even_with_stochastic_sellers(tmp_path):

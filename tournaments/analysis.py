@@ -365,7 +365,10 @@ def analyze(
     rating_rounds: int = 200,
     effect_rounds: int = 1000,
 ) -> Analysis:
-    """Every analysis of the records with one seed."""
+    """Every analysis of the records with one seed. The disclosure effect is measured for each
+    rule played beside ``hidden`` (mandatory, voluntary), each against hidden."""
+    rules = set(np.asarray(records["disclosure"]).tolist()) if _n_rows(records) else set()
+    treatments = [t for t in ("mandatory", "voluntary") if t in rules and "hidden" in rules]
     return Analysis(
         # 32 seeded orders: Elo is the secondary column; Bradley-Terry carries the CIs.
         ratings=ratings_table(
@@ -373,7 +376,11 @@ def analyze(
         ),
         sides=side_leaderboards(records, reference=reference, rounds=rating_rounds, seed=seed),
         split=surplus_split(records),
-        effect=disclosure_effect(records, rounds=effect_rounds, seed=seed),
+        effect=[
+            row
+            for t in treatments
+            for row in disclosure_effect(records, rounds=effect_rounds, seed=seed, treatment=t)
+        ],
         markets=_n_rows(records),
     )
 
@@ -524,35 +531,62 @@ def sections(analysis: Analysis) -> list[Section]:
                 ],
             )
         )
-    treat, ctrl = (
-        (analysis.effect[0]["treatment"], analysis.effect[0]["control"])
-        if analysis.effect
-        else ("mandatory", "hidden")
-    )
-    out.append(
-        Section(
-            f"Disclosure effect ({treat} - {ctrl})",
+    treatments = list(dict.fromkeys(r["treatment"] for r in analysis.effect)) or ["mandatory"]
+    for treat in treatments:
+        kept, omitted = informative_effects([r for r in analysis.effect if r["treatment"] == treat])
+        ctrl = kept[0]["control"] if kept else "hidden"
+        note = (
             "Paired difference per market (same instance under both rules; markets where both "
-            "values are finite); 95% percentile bootstrap interval, Student-t as a cross-check.",
-            ["config", "seller", "buyer", "metric", "n", ctrl, treat, "diff [bootstrap]"]
-            + ["t interval"],
-            [
-                [
-                    r["config"],
-                    r["seller"],
-                    r["buyer"],
-                    r["metric"],
-                    str(r["n"]),
-                    fmt(r["control_mean"]),
-                    fmt(r["treatment_mean"]),
-                    fmt_ci(r["diff"], r["lower"], r["upper"]),
-                    fmt_ci(r["diff"], r["t_lower"], r["t_upper"], point=False),
-                ]
-                for r in analysis.effect
-            ],
+            "values are finite); 95% percentile bootstrap interval, Student-t as a cross-check."
         )
-    )
+        if omitted:
+            note += (
+                f" Omitted: {len(omitted)} pairings where the rule changed nothing (a difference "
+                "of exactly 0 on every market, e.g. a seller that ignores the flag)."
+            )
+        out.append(
+            Section(
+                f"Disclosure effect ({treat} - {ctrl})",
+                note,
+                ["config", "seller", "buyer", "metric", "n", ctrl, treat, "diff [bootstrap]"]
+                + ["t interval"],
+                [
+                    [
+                        r["config"],
+                        r["seller"],
+                        r["buyer"],
+                        r["metric"],
+                        str(r["n"]),
+                        fmt(r["control_mean"]),
+                        fmt(r["treatment_mean"]),
+                        fmt_ci(r["diff"], r["lower"], r["upper"]),
+                        fmt_ci(r["diff"], r["t_lower"], r["t_upper"], point=False),
+                    ]
+                    for r in kept
+                ],
+            )
+        )
     return out
+
+
+def informative_effects(rows: list[dict]) -> tuple[list[dict], list[tuple]]:
+    """Split effect rows into those of pairings where the rule changed something and the
+    (treatment, config, seller, buyer) keys of pairings where every metric differed by
+    exactly 0 on every market (common random numbers make "nothing changed" exact)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["treatment"], r["config"], r["seller"], r["buyer"]), []).append(r)
+    kept, omitted = [], []
+    for key, group in groups.items():
+        # A metric with no finite pair (mean price without trades) says nothing either way.
+        if all(
+            r["n"] == 0 or (r["diff"] == 0 and r["lower"] == 0 and r["upper"] == 0)
+            for r in group
+        ):
+            omitted.append(key)
+        else:
+            kept.extend(group)
+    return kept, omitted
 
 
 def format_tables(analysis: Analysis, tablefmt: str = "simple") -> str:
@@ -564,11 +598,13 @@ def format_tables(analysis: Analysis, tablefmt: str = "simple") -> str:
             if sec.rows
             else "(no rows)"
         )
-        parts.append(f"{sec.title}\n{'=' * len(sec.title)}\n{body}")
+        note = f"{sec.note}\n" if sec.note else ""
+        parts.append(f"{sec.title}\n{'=' * len(sec.title)}\n{note}{body}")
     return "\n\n".join(parts) + "\n"
 
 
 __all__ = [
+    "informative_effects",
     "EFFECT_METRICS",
     "SPLIT_METRICS",
     "Analysis",

@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
-from tournaments.analysis import Analysis, Records, analyze, fmt, format_tables, sections
+from tournaments.analysis import (
+    Analysis,
+    Records,
+    analyze,
+    fmt,
+    format_tables,
+    informative_effects,
+    sections,
+)
 
 DPI = 110
 SIDE_COLORS = {"seller": "tab:blue", "buyer": "tab:orange"}
@@ -164,8 +172,14 @@ def write_report(
     plots = {
         "ratings": (f"{stem}_ratings.png", plot_ratings, analysis.ratings),
         "surplus": (f"{stem}_surplus.png", plot_surplus_split, analysis.split),
-        "disclosure": (f"{stem}_disclosure.png", plot_disclosure_forest, analysis.effect),
     }
+    # One forest plot per rule compared with hidden, of the pairings the rule changed.
+    for treat in ("mandatory", "voluntary"):
+        rows, _ = informative_effects([r for r in analysis.effect if r["treatment"] == treat])
+        name = (
+            f"{stem}_disclosure.png" if treat == "mandatory" else f"{stem}_disclosure_{treat}.png"
+        )
+        plots[f"disclosure:{treat}"] = (name, plot_disclosure_forest, rows)
     drawn: dict[str, str] = {}
     for key, (name, draw, rows) in plots.items():
         path = folder / name
@@ -189,8 +203,10 @@ def write_report(
     }
     for sec in sections(analysis):
         lines += [f"## {sec.title}", "", sec.note, ""]
-        if sec.title.startswith("Disclosure effect") and "disclosure" in drawn:
-            lines += [f"![Disclosure effect forest plot]({drawn['disclosure']})", ""]
+        if sec.title.startswith("Disclosure effect"):
+            treat = sec.title.split("(")[1].split(" ")[0]
+            if f"disclosure:{treat}" in drawn:
+                lines += [f"![Disclosure effect forest plot]({drawn[f'disclosure:{treat}']})", ""]
         lines += [_md_table(sec.headers, sec.rows), ""]
         key, alt = figure_after.get(sec.title, (None, ""))
         if key in drawn:

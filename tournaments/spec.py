@@ -152,13 +152,13 @@ class TournamentSpec:
         return sorted(out, key=lambda m: m.match_id)
 
     def policy_seed(self, match: Match, side: str) -> int:
-        """The seed of one side's policy in a match, from (tournament seed, side, entry,
-        market config): stable across runs and hosts. It leaves out the opponent and the
-        disclosure rule on purpose: a buyer draws the same noise whichever seller it meets
-        and under either rule, so paired comparisons (seller vs seller on identical markets,
-        mandatory vs hidden) measure the policies and the rule, not the dice."""
-        entry = match.seller if side == "seller" else match.buyer
-        digest = hashlib.sha256(f"{side}|{entry}|{match.market}".encode()).digest()
+        """The root seed of one side's policies in a match, from (tournament seed, side,
+        market config); each policy then derives its own from its entry name
+        (``agents.registry.policy_seed``). It leaves out the opponent and the disclosure rule
+        on purpose: a policy draws the same noise whoever it meets and under every rule, so
+        paired comparisons (seller vs seller on identical markets, mandatory vs hidden,
+        NAME vs NAME+disclosed) measure policies and rules, not the dice."""
+        digest = hashlib.sha256(f"{side}|{match.market}".encode()).digest()
         ss = np.random.SeedSequence([self.seed, int.from_bytes(digest[:8], "little")])
         return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
 

@@ -44,6 +44,19 @@ def test_play_prints_the_four_part_transcript_and_the_oracle_figures(capsys):
         assert figure in out
 
 
+def test_play_lists_each_buyers_kind_and_disclosure(capsys, tmp_path):
+    market = tmp_path / "m.toml"
+    market.write_text("[market]\nbuyers = 6\nagent_share = 0.5\n")
+    code, out, _ = run(capsys, "play", "--buyers", "human=noisy_human,agent=strategic+disclosed",
+                       "--disclosure", "voluntary", "--market", str(market))
+    line = next(x for x in out.splitlines() if x.startswith("buyers: "))
+    assert code == 0 and line.count("agent (disclosed)") == 3 and line.count("human") == 3
+    _, out, _ = run(capsys, "play", "--buyers", "human=noisy_human,agent=strategic",
+                    "--disclosure", "voluntary", "--market", str(market))
+    line = next(x for x in out.splitlines() if x.startswith("buyers: "))
+    assert "disclosed" not in line and line.count("agent") == 3
+
+
 def test_eval_json_has_the_metrics_and_their_intervals(capsys):
     code, out, _ = run(
         capsys,

@@ -46,7 +46,12 @@ def cmd_play(args: argparse.Namespace) -> int:
         f"market {args.index} (seed {args.seed}): {cfg.buyers} buyers, {cfg.products} products,"
         f" T={cfg.turns}, prices [{lo:g}, {hi:g}], disclosure {cfg.disclosure}"
     )
-    print(f"seller {args.seller} vs buyers {args.buyers}\n")
+    print(f"seller {args.seller} vs buyers {args.buyers}")
+    kinds = [
+        ("agent" if a else "human") + (" (disclosed)" if d else "")
+        for a, d in zip(market.instance.is_agent, market.disclosed, strict=True)
+    ]
+    print("buyers: " + ", ".join(f"{i} {k}" for i, k in enumerate(kinds)) + "\n")
     for rec in market.transcript:
         print(f"--- turn {rec.turn} " + "-" * 50)
         print(_indent("seller", rec.seller_text))

@@ -344,9 +344,19 @@ def test_effects_of_each_rule_and_pairings_the_rule_cannot_change_are_set_apart(
         "config": np.array([r[3] for r in rows], dtype=object),
     }
     profit = np.array([r[5] for r in rows])
-    for name in ("profit", "buyer_surplus", "buyer_surplus_agent", "buyer_surplus_human",
-                 "efficiency", "capture", "deal_rate", "seller_violations", "buyer_violations",
-                 "mean_price", "w_star"):
+    for name in (
+        "profit",
+        "buyer_surplus",
+        "buyer_surplus_agent",
+        "buyer_surplus_human",
+        "efficiency",
+        "capture",
+        "deal_rate",
+        "seller_violations",
+        "buyer_violations",
+        "mean_price",
+        "w_star",
+    ):
         rec[name] = profit.copy() if name == "profit" else np.full(len(rows), 1.0)
     analysis = analyze(rec, rating_rounds=20, effect_rounds=100)
     assert {r["treatment"] for r in analysis.effect} == {"mandatory", "voluntary"}

@@ -47,12 +47,28 @@ def test_play_prints_the_four_part_transcript_and_the_oracle_figures(capsys):
 def test_play_lists_each_buyers_kind_and_disclosure(capsys, tmp_path):
     market = tmp_path / "m.toml"
     market.write_text("[market]\nbuyers = 6\nagent_share = 0.5\n")
-    code, out, _ = run(capsys, "play", "--buyers", "human=noisy_human,agent=strategic+disclosed",
-                       "--disclosure", "voluntary", "--market", str(market))
+    code, out, _ = run(
+        capsys,
+        "play",
+        "--buyers",
+        "human=noisy_human,agent=strategic+disclosed",
+        "--disclosure",
+        "voluntary",
+        "--market",
+        str(market),
+    )
     line = next(x for x in out.splitlines() if x.startswith("buyers: "))
     assert code == 0 and line.count("agent (disclosed)") == 3 and line.count("human") == 3
-    _, out, _ = run(capsys, "play", "--buyers", "human=noisy_human,agent=strategic",
-                    "--disclosure", "voluntary", "--market", str(market))
+    _, out, _ = run(
+        capsys,
+        "play",
+        "--buyers",
+        "human=noisy_human,agent=strategic",
+        "--disclosure",
+        "voluntary",
+        "--market",
+        str(market),
+    )
     line = next(x for x in out.splitlines() if x.startswith("buyers: "))
     assert "disclosed" not in line and line.count("agent") == 3
 

@@ -580,8 +580,7 @@ def informative_effects(rows: list[dict]) -> tuple[list[dict], list[tuple]]:
     for key, group in groups.items():
         # A metric with no finite pair (mean price without trades) says nothing either way.
         if all(
-            r["n"] == 0 or (r["diff"] == 0 and r["lower"] == 0 and r["upper"] == 0)
-            for r in group
+            r["n"] == 0 or (r["diff"] == 0 and r["lower"] == 0 and r["upper"] == 0) for r in group
         ):
             omitted.append(key)
         else:

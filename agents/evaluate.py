@@ -13,9 +13,6 @@ from arena.config import MarketConfig
 from arena.generator import MarketBatch, generate_batch
 from arena.metrics import batch_metrics
 
-# Extra per-market figures derived from METRICS.
-DERIVED = ("violation_rate",)
-
 
 def evaluate_batch(
     batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy, w_star: np.ndarray | None = None

@@ -93,9 +93,9 @@ class Population(BuyerPolicy):
         price = np.zeros(obs.batch_size)
         malformed = np.zeros(obs.batch_size, bool)
         for k, member in enumerate(self.members):
+            # Every member decides every row, even where it plays no buyer: skipping it would
+            # make a stateful member's history depend on the other markets of the batch.
             rows = who == k
-            if not rows.any():
-                continue
             a = member.act(obs)
             decision = np.where(rows, a.decision, decision)
             product = np.where(rows, a.product, product)

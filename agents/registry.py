@@ -137,6 +137,8 @@ def get(name: str, side: str | None = None) -> Entry:
     if entry is None or (side is not None and entry.side != side):
         known = ", ".join(e.name for e in entries(side))
         what = f"{side} " if side else ""
+        if entry is not None:
+            raise UnknownEntry(f"{name!r} is a {entry.side}, not a {side}; {side}s: {known}")
         raise UnknownEntry(f"unknown {what}entry {name!r}; known: {known}")
     return entry
 
@@ -153,9 +155,16 @@ def make_buyers(spec: str, seed: int = 0) -> BuyerPolicy:
         return make(spec, "buyer", seed)
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     if all("=" in p for p in parts):
-        roles = dict(_split(p, "=", spec) for p in parts)
-        if sorted(roles) != [AGENT, HUMAN]:
+        pairs = [_split(p, "=", spec) for p in parts]
+        roles = dict(pairs)
+        if len(pairs) != 2 or sorted(roles) != [AGENT, HUMAN]:
             raise ValueError(f"population {spec!r}: by kind needs exactly human=NAME,agent=NAME")
+        for role in (HUMAN, AGENT):
+            if get(roles[role], "buyer").kind != role:
+                raise ValueError(
+                    f"population {spec!r}: {roles[role]!r} is a {get(roles[role]).kind} entry, "
+                    f"it cannot play the {role} buyers"
+                )
         members = [make(roles[HUMAN], "buyer", seed), make(roles[AGENT], "buyer", seed)]
         return Population(members, None, [roles[HUMAN], roles[AGENT]])
     if all(":" in p for p in parts):

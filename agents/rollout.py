@@ -6,12 +6,11 @@ import dataclasses
 
 import numpy as np
 
-from agents.base import BuyerPolicy, SellerPolicy
+from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from arena.engine import BatchedMarket
 from arena.generator import MarketBatch, MarketInstance, stack_instances
 from arena.market import Market
 from arena.messages import BuyerMessage, Decision, Offer, SellerMessage
-from arena.observation import ACCEPT, COUNTER, REJECT
 
 
 def play_batch(batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy) -> BatchedMarket:
@@ -58,36 +57,51 @@ def play_reference(instance: MarketInstance, seller: SellerPolicy, buyer: BuyerP
     buyer.reset(1)
     while not market.done:
         a = seller.act(market.seller_observation())
-        who = market.offer(_seller_message(a))
+        who = market.offer(seller_message(a))
         if who is not None:
-            market.answer(_buyer_message(buyer.act(market.buyer_observation())))
+            market.answer(buyer_message(buyer.act(market.buyer_observation())))
     return market
 
 
-def _seller_message(a) -> SellerMessage | str:
+def seller_message(a: SellerAction, k: int = 0) -> SellerMessage | str:
+    """Row ``k`` of a seller action as the reference market takes it: the agent's own text,
+    a message, or, for an action no message can express, a note that fails to parse (the
+    market counts it as malformed, as the engine does)."""
     if a.texts is not None:
-        return a.texts[0]
-    if a.malformed is not None and a.malformed[0]:
+        return a.texts[k]
+    if a.malformed is not None and a.malformed[k]:
         return ""
-    to, product, price = int(a.to[0]), int(a.product[0]), float(a.price[0])
     try:
+        to, product, price = _whole(a.to[k]), _whole(a.product[k]), float(a.price[k])
         return SellerMessage(to=to, offer=None if product == -1 else Offer(product, price))
-    except ValueError:
-        # Negative indices or prices have no message form; as text they fail to parse,
-        # which the market counts as a violation like the engine does.
-        return f"TO: buyer {to}\nOFFER: product {product} at {price}"
+    except (TypeError, ValueError, OverflowError):
+        return f"(no message form: to={a.to[k]!r}, product={a.product[k]!r}, price={a.price[k]!r})"
 
 
-def _buyer_message(d) -> BuyerMessage | str:
+def buyer_message(d: BuyerAction, k: int = 0) -> BuyerMessage | str:
+    """Row ``k`` of a buyer action as the reference market takes it (see seller_message)."""
     if d.texts is not None:
-        return d.texts[0]
-    code = int(d.decision[0])
-    if (d.malformed is not None and d.malformed[0]) or code not in (REJECT, ACCEPT, COUNTER):
+        return d.texts[k]
+    if d.malformed is not None and d.malformed[k]:
         return ""
-    decision = (Decision.REJECT, Decision.ACCEPT, Decision.COUNTER)[code]
-    if decision is not Decision.COUNTER:
-        return BuyerMessage(decision)
     try:
-        return BuyerMessage(decision, Offer(int(d.product[0]), float(d.price[0])))
-    except ValueError:
-        return f"DECISION: counter\nOFFER: product {int(d.product[0])} at {float(d.price[0])}"
+        code = _whole(d.decision[k])
+        decision = (Decision.REJECT, Decision.ACCEPT, Decision.COUNTER)[code] if code >= 0 else None
+        if decision is None:
+            raise ValueError(code)
+        if decision is not Decision.COUNTER:
+            return BuyerMessage(decision)
+        return BuyerMessage(decision, Offer(_whole(d.product[k]), float(d.price[k])))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return (
+            f"(no message form: decision={d.decision[k]!r}, product={d.product[k]!r}, "
+            f"price={d.price[k]!r})"
+        )
+
+
+def _whole(x) -> int:
+    """An exact integer, or ValueError (1.5, nan and 'x' are not buyer or product numbers)."""
+    f = float(x)
+    if not f.is_integer():
+        raise ValueError(x)
+    return int(f)

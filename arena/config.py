@@ -14,6 +14,10 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 DISCLOSURE_RULES = ("hidden", "mandatory", "voluntary")
+# Prices the four-part protocol can write (it allows 12 digits before the point), and the
+# narrowest range that still leaves a hundred price levels in whole cents.
+MAX_PRICE = 1e11
+MIN_WIDTH = 1.0
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,8 @@ class MarketConfig:
     turns: int = 12
     """T, the seller's total budget of messages over all buyers."""
     price_range: tuple[float, float] = (0.0, 100.0)
-    """[lo, hi]: every valuation and every valid price lies in this range."""
+    """[lo, hi]: every valuation and every valid price lies in this range; 0 <= lo,
+    hi - lo >= 1 (prices are quoted in cents) and hi <= 1e11 (the protocol's limit)."""
     value_correlation: float = 0.5
     """rho in [0, 1]: correlation of one buyer's tastes across products (before clipping)."""
     quality_spread: float = 0.1
@@ -45,7 +50,7 @@ class MarketConfig:
     signal_noise: float = 0.1
     """Std of the noise on the public profile (0: the seller sees the values exactly)."""
     patience: int = 0
-    """A buyer leaves after this many seller messages without a trade; 0: never leaves."""
+    """A buyer leaves after this many valid seller messages without a trade; 0: never."""
     agent_share: float = 0.0
     """Fraction of buyers (rounded to a whole count) that are agents rather than humans."""
     disclosure: str = "hidden"
@@ -71,8 +76,11 @@ class MarketConfig:
         if not isinstance(pr, list | tuple) or len(pr) != 2:
             raise ValueError(f"price_range: expected [lo, hi], got {pr!r}")
         lo, hi = (_finite("price_range", x) for x in pr)
-        if not 0 <= lo < hi:
-            raise ValueError(f"price_range: need 0 <= lo < hi, got [{lo}, {hi}]")
+        if not 0 <= lo < hi <= MAX_PRICE:
+            raise ValueError(f"price_range: need 0 <= lo < hi <= {MAX_PRICE:.0e}, got [{lo}, {hi}]")
+        if hi - lo < MIN_WIDTH:
+            # Offers are quoted in cents; a narrower range leaves too few price levels.
+            raise ValueError(f"price_range: need hi - lo >= {MIN_WIDTH}, got [{lo}, {hi}]")
         object.__setattr__(self, "price_range", (lo, hi))
         _float_in("value_correlation", self.value_correlation, 0.0, 1.0)
         _float_in("quality_spread", self.quality_spread, 0.0, 10.0)

@@ -12,7 +12,13 @@ Actions are arrays, one entry per market:
 
 Entries for markets that have ended (or, for ``answer``, that wait for no
 answer) are ignored. Invalid entries are counted in ``seller_violations`` /
-``buyer_violations`` with the same ``Violation`` codes as the reference.
+``buyer_violations`` with the same ``Violation`` codes as the reference; an
+entry no four-part message could state (a buyer index that is not a whole
+number in [0, 10**6), a product below -1, a price that is negative, not finite
+or not below 10**12, a value that is not a number) is MALFORMED, as the same
+action is for the reference market. Arrays of the wrong length raise
+ValueError before anything changes: that is a bug in the caller, not agent
+output.
 
 Implementation note: state lives in (B, N) and (B, M) arrays; each turn touches
 one buyer per market, so updates gather and scatter through flat indices
@@ -26,6 +32,9 @@ import numpy as np
 from arena.generator import MarketBatch
 from arena.market import NUM_VIOLATIONS, Violation, disclosed_flags
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
+from arena.protocol import MAX_INDEX, MAX_PRICE_DIGITS
+
+MAX_PRICE = 10.0**MAX_PRICE_DIGITS  # the protocol writes no price at or above this
 
 _INVALID = int(LastDecision.INVALID)
 
@@ -165,16 +174,22 @@ class BatchedMarket:
         or None when no market waits for an answer."""
         if self.pending.any():
             raise RuntimeError("answers are pending; call answer() first")
-        _, n, m = self.shape
-        to = np.asarray(to, np.int64)
-        product = np.asarray(product, np.int64)
-        price = np.asarray(price, np.float64)
+        b, n, m = self.shape
+        to, bad_to = _indices(to, b, "to")
+        product, bad_product = _indices(product, b, "product")
+        price, bad_price = _prices(price, b)
+        has_offer = product != -1
+        # What no four-part message can say is malformed, as it is for the reference market.
+        unwritable = (
+            bad_to | bad_product | (to < 0) | (to >= MAX_INDEX) | (product < -1)
+            | (product >= MAX_INDEX) | (has_offer & bad_price)
+        )  # fmt: skip
+        malformed = unwritable if malformed is None else unwritable | _flags(malformed, b)
         live = ~self.done
         self.turn += live
 
         to_ok = (to >= 0) & (to < n)
         fi = self._row_n + np.where(to_ok, to, 0)
-        has_offer = product != -1
         prod_ok = (product >= 0) & (product < m)
         fp = self._row_m + np.where(prod_ok, product, 0)
         with np.errstate(invalid="ignore"):
@@ -193,10 +208,7 @@ class BatchedMarket:
             Violation.OUT_OF_STOCK,
             Violation.PRICE_OUT_OF_RANGE,
         ]
-        if malformed is not None:
-            conditions.insert(0, np.asarray(malformed, bool))
-            codes.insert(0, Violation.MALFORMED)
-        code = np.select(conditions, codes, 0)
+        code = np.select([malformed, *conditions], [Violation.MALFORMED, *codes], 0)
         bad = live & (code != 0)
         self.seller_violations[self._ar, code] += bad
         valid = live & (code == 0)
@@ -223,7 +235,7 @@ class BatchedMarket:
 
         self.pending = valid & ~instant
         self._pend_flat = fi
-        # Rows that wait for no answer get a harmless product 0 / -1 so indexing stays in range.
+        # Rows that wait for no answer get no offer (-1, nan), so an accept there is nothing.
         self._pend_product = np.where(valid, offer_product, -1)
         self._pend_price = np.where(valid, offer_price, np.nan)
         self._update_done(~self.pending)
@@ -238,13 +250,18 @@ class BatchedMarket:
         malformed: np.ndarray | None = None,
     ) -> None:
         """Apply the answers of the buyers ``offer`` asked; other rows are ignored."""
-        _, _, m = self.shape
-        decision = np.asarray(decision, np.int64)
-        product = np.asarray(product, np.int64)
-        price = np.asarray(price, np.float64)
+        b, _, m = self.shape
+        decision, bad_decision = _indices(decision, b, "decision")
+        product, bad_product = _indices(product, b, "product")
+        price, bad_price = _prices(price, b)
+        is_counter = decision == COUNTER
+        # A bid no message can state is malformed; the other decisions carry no bid.
+        unwritable = bad_decision | (
+            is_counter & (bad_product | (product < 0) | (product >= MAX_INDEX) | bad_price)
+        )
+        malformed = unwritable if malformed is None else unwritable | _flags(malformed, b)
         ask = self.pending
         fi = self._pend_flat
-        is_counter = decision == COUNTER
         prod_ok = (product >= 0) & (product < m)
         fp = self._row_m + np.where(prod_ok, product, 0)
         with np.errstate(invalid="ignore"):
@@ -263,10 +280,7 @@ class BatchedMarket:
             Violation.OUT_OF_STOCK,
             Violation.PRICE_OUT_OF_RANGE,
         ]
-        if malformed is not None:
-            conditions.insert(0, np.asarray(malformed, bool))
-            codes.insert(0, Violation.MALFORMED)
-        code = np.select(conditions, codes, 0)
+        code = np.select([malformed, *conditions], [Violation.MALFORMED, *codes], 0)
         bad = ask & (code != 0)
         self.buyer_violations[self._ar, code] += bad
         ok = ask & (code == 0)
@@ -313,6 +327,48 @@ class BatchedMarket:
         j = np.where(got, self.bought, 0)
         v = np.take_along_axis(self.values, j[..., None], axis=2)[..., 0]
         return np.where(got, v - np.where(got, self.paid, 0.0), 0.0)
+
+
+_NOWHERE = -(2**40)  # an index no market has, for entries that are not integers at all
+
+
+def _indices(x, b: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 indices, entries that are not an integer). A wrong length is the caller's bug
+    and raises before anything changes; a bad entry only marks its own row."""
+    a = np.asarray(x)
+    if a.shape != (b,):
+        raise ValueError(f"{name}: expected one entry per market, shape ({b},), got {a.shape}")
+    if a.dtype.kind in "iu":
+        ok = np.abs(a.astype(np.float64)) < 2.0**62
+    else:
+        try:
+            a = a.astype(np.float64)
+        except (TypeError, ValueError):
+            return np.full(b, _NOWHERE, np.int64), np.ones(b, bool)
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(a) & (a == np.floor(a)) & (np.abs(a) < 2.0**62)
+    return np.where(ok, a, _NOWHERE).astype(np.int64), ~ok
+
+
+def _prices(x, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 prices, entries no message can state: not a number, negative, not finite,
+    or too large for the protocol)."""
+    a = np.asarray(x)
+    if a.shape != (b,):
+        raise ValueError(f"price: expected one entry per market, shape ({b},), got {a.shape}")
+    if a.dtype.kind not in "iufb":
+        return np.full(b, np.nan), np.ones(b, bool)
+    p = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(p) & (p >= 0) & (p < MAX_PRICE)
+    return p, ~ok
+
+
+def _flags(x, b: int) -> np.ndarray:
+    a = np.asarray(x)
+    if a.shape != (b,):
+        raise ValueError(f"malformed: expected shape ({b},), got {a.shape}")
+    return a.astype(bool)
 
 
 def _put(flat: np.ndarray, idx: np.ndarray, mask: np.ndarray, new) -> None:

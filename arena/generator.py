@@ -16,7 +16,7 @@ Valuation model (all spreads in units of the range width ``w = hi - lo``)::
     values_ij  = lo + w * clip(m_j + t_ij, 0, 1)
     costs_j    = lo + w * cost_level * clip(m_j, 0, 1)
     signal_ij  = values_ij + signal_noise * w * n_ij        the public profile
-    is_agent   = exactly round(agent_share * N) buyers, at random positions
+    is_agent   = exactly floor(agent_share * N + 1/2) buyers, at random positions
 
 with z_i, e_ij, n_ij ~ N(0, 1) independent and rho = value_correlation: before
 clipping, one buyer's values across products have correlation exactly rho, the

@@ -83,7 +83,7 @@ class BuyerObs:
     price_range: tuple[float, float]
     patience: int
     needs_answer: np.ndarray  # (B,)
-    buyer: np.ndarray  # (B,) index of the answering buyer (0 in padding rows)
+    buyer: np.ndarray  # (B,) index of the answering buyer (any valid index in padding rows)
     values: np.ndarray  # (B, M) its own private values
     costs: np.ndarray  # (B, M) public catalog
     stock: np.ndarray  # (B, M)

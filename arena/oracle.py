@@ -124,7 +124,7 @@ def _solve(
         # N - k dummy columns worth more than any single pair: with at least N columns
         # every buyer is matched, and swapping a real pair for a free dummy always
         # gains, so an optimum fills all dummies and trades exactly k real units.
-        dummies = np.full((n, n - max_trades), 2.0 * smax + 1.0)
+        dummies = np.full((n, n - max_trades), 2.0 * smax)  # > any one surplus, at any scale
         weights = np.concatenate([weights, dummies], axis=1)
     rows, cols = linear_sum_assignment(weights, maximize=True)
     real = cols < n_units

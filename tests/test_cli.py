@@ -125,7 +125,15 @@ def test_eval_is_reproducible_for_a_seed(capsys):
         (("play", "--seller", "nobody"), "unknown seller entry 'nobody'; known: posted_price"),
         (("play", "--buyers", "truthful:0.5,ghost:0.5"), "unknown buyer entry 'ghost'"),
         (("play", "--buyers", "truthful:0.7,haggler:0.7"), "sum to 1"),
-        (("eval", "--seller", "truthful"), "unknown seller entry 'truthful'"),
+        (
+            ("eval", "--seller", "truthful"),
+            "'truthful' is a buyer, not a seller; sellers: posted_price",
+        ),
+        (("play", "--buyers", "human=strategic,agent=truthful"), "cannot play the human buyers"),
+        (
+            ("play", "--buyers", "human=truthful,human=haggler,agent=strategic"),
+            "exactly human=NAME",
+        ),
         (("play", "--market", "/nonexistent.toml"), "cannot read market file"),
         (("report", "/nonexistent-run"), "no results here"),
     ],

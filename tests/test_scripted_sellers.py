@@ -178,12 +178,18 @@ def test_no_seller_violations(name, config):
 
 
 @pytest.mark.parametrize("name", list(SELLERS))
-def test_prices_stay_valid_on_a_range_narrower_than_a_cent(name):
-    # No whole-cent price lies in [0.001, 0.009]: prices must still land inside the range.
-    cfg = MarketConfig(price_range=(0.001, 0.009), cost_level=0.0)
-    engine = play_batch(generate_batch(cfg, 22, 50), SELLERS[name](0), Truthful())
+def test_prices_stay_valid_and_above_cost_on_the_narrowest_range(name):
+    # A range one unit wide leaves a hundred whole-cent prices; narrower ones are refused by
+    # the config, since cent rounding would undo the sellers' cost floors.
+    with pytest.raises(ValueError, match="hi - lo >= 1"):
+        MarketConfig(price_range=(0.0, 0.5))
+    cfg = MarketConfig(price_range=(2.0, 3.0))
+    engine = play_batch(generate_batch(cfg, 22, 200), SELLERS[name](0), Truthful())
     assert engine.seller_violations.sum() == 0
     assert (engine.bought >= 0).any()
+    got = engine.bought >= 0
+    cost = np.take_along_axis(engine.costs, np.where(got, engine.bought, 0), axis=1)
+    assert (engine.paid[got] >= cost[got] - 0.01).all()  # no sale more than a cent below cost
 
 
 @pytest.mark.parametrize("name", list(SELLERS))

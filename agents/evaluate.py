@@ -45,14 +45,15 @@ def play_markets(
 
 
 def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, lower, upper): Student-t interval over the finite entries (nan if none)."""
+    """(mean, lower, upper): Student-t interval over the finite entries (nan bounds with fewer
+    than two, nan everything with none)."""
     x = np.asarray(x, float)
     x = x[np.isfinite(x)]
     if x.size == 0:
         return (float("nan"),) * 3
     m = float(x.mean())
-    if x.size == 1:
-        return m, m, m
+    if x.size == 1:  # one market says nothing about the spread
+        return m, float("nan"), float("nan")
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
     return m, m - half, m + half
 

@@ -50,6 +50,7 @@ class Entry:
     disclosed: bool = False  # a disclosure variant
     reference: bool = False  # sees private information: an upper reference, not a competitor
     hosting: str = "worker"  # "actor": expensive (e.g. a language model), served from its own actor
+    num_gpus: float = 0.0  # what its own actor asks of a cluster
 
     @property
     def base_name(self) -> str:

@@ -82,12 +82,17 @@ class MarketConfig:
             # Offers are quoted in cents; a narrower range leaves too few price levels.
             raise ValueError(f"price_range: need hi - lo >= {MIN_WIDTH}, got [{lo}, {hi}]")
         object.__setattr__(self, "price_range", (lo, hi))
-        _float_in("value_correlation", self.value_correlation, 0.0, 1.0)
-        _float_in("quality_spread", self.quality_spread, 0.0, 10.0)
-        _float_in("wealth_spread", self.wealth_spread, 0.0, 10.0)
-        _float_in("cost_level", self.cost_level, 0.0, 1.0, hi_open=True)
-        _float_in("signal_noise", self.signal_noise, 0.0, 1e6)
-        _float_in("agent_share", self.agent_share, 0.0, 1.0)
+        for name, lo_, hi_, open_ in (
+            ("value_correlation", 0.0, 1.0, False),
+            ("quality_spread", 0.0, 10.0, False),
+            ("wealth_spread", 0.0, 10.0, False),
+            ("cost_level", 0.0, 1.0, True),
+            ("signal_noise", 0.0, 1e6, False),
+            ("agent_share", 0.0, 1.0, False),
+        ):
+            _float_in(name, getattr(self, name), lo_, hi_, hi_open=open_)
+            # Stored as float, so that 0 and 0.0 give one config (and one spec on resume).
+            object.__setattr__(self, name, float(getattr(self, name)))
         if self.disclosure not in DISCLOSURE_RULES:
             rules = ", ".join(DISCLOSURE_RULES)
             raise ValueError(f"disclosure: expected one of {rules}, got {self.disclosure!r}")

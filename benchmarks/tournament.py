@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
     markets = "-" if args.markets is None else str(args.markets)
 
     def after_start(r: dict) -> float:

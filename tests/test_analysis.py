@@ -369,3 +369,13 @@ def test_effects_of_each_rule_and_pairings_the_rule_cannot_change_are_set_apart(
     assert "Disclosure effect (mandatory - hidden)" in text
     assert "Disclosure effect (voluntary - hidden)" in text
     assert "Omitted: 1 pairings where the rule changed nothing" in text
+
+
+def test_one_market_gives_no_interval_rather_than_a_point():
+    from agents.evaluate import mean_ci
+    from tournaments.analysis import bootstrap_mean_ci
+
+    m, lo, hi = mean_ci(np.array([3.0]))
+    assert m == 3.0 and np.isnan(lo) and np.isnan(hi)
+    lo, hi = bootstrap_mean_ci(np.array([3.0]), np.random.default_rng(0))
+    assert np.isnan(lo) and np.isnan(hi)

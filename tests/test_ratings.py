@@ -574,3 +574,43 @@ def test_to_table_orders_by_rating():
         "upper": 1000.0,
         "games": 10,
     }
+
+
+def test_a_player_absent_from_a_resample_is_left_out_not_pulled_to_the_prior():
+    rng = np.random.default_rng(0)
+    a = ["s1"] * 60 + ["s2"]
+    b = ["b1"] * 30 + ["b2"] * 30 + ["b1"]
+    scores = np.r_[rng.random(60) * 0.4 + 0.3, 1.0]
+    rows = {r.player: r for r in bootstrap_bt(a, b, scores, rounds=300, seed=1, reference="s1")}
+    # s2 played one game and won it: in about a third of the resamples it is absent, and
+    # those rounds must not drag its lower bound down to where the ridge term would put it.
+    assert rows["s2"].games == 1 and rows["s2"].lower > 1500
+
+
+def test_paired_leaderboard_without_shared_markets_does_not_crash():
+    board = paired_leaderboard(["a", "b"], [0, 1], [1.0, 1.0])
+    assert board.pairs == () and {r.player for r in board.ratings} == {"a", "b"}
+
+
+def test_clustered_bootstrap_widens_intervals_for_correlated_markets():
+    # Each instance is met under five conditions with the same outcome: five copies of one
+    # observation. Resampling conditions as if independent understates the uncertainty.
+    rng = np.random.default_rng(3)
+    entries, markets, values, clusters = [], [], [], []
+    for inst in range(150):
+        edge = rng.normal(0.05, 0.5)
+        for cond in range(5):
+            for name, v in (("a", edge), ("b", 0.0)):
+                entries.append(name)
+                markets.append((cond, inst))
+                values.append(v)
+                clusters.append(inst)
+    plain = paired_leaderboard(entries, markets, values, rounds=300, seed=0)
+    clustered = paired_leaderboard(entries, markets, values, rounds=300, seed=0, clusters=clusters)
+    width = {}
+    for name, board in (("plain", plain), ("clustered", clustered)):
+        pair = board.pairs[0]
+        width[name] = pair.diff_upper - pair.diff_lower
+    assert width["clustered"] > 1.8 * width["plain"]  # about sqrt(5) = 2.24
+    with pytest.raises(ValueError, match="same cluster"):
+        paired_leaderboard(["a", "b"], [0, 0], [1.0, 2.0], clusters=[0, 1])

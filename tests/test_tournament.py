@@ -367,3 +367,97 @@ def test_rules_change_nothing_for_human_only_buyers_even_with_stochastic_sellers
     for name in ("profit", "buyer_surplus", "trades", "turns_used"):
         np.testing.assert_array_equal(rec[name][hidden], rec[name][~hidden], err_msg=name)
     assert np.unique(rec["profit"][hidden]).size > 10  # the markets are not trivial
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"populations": {"truthful": "haggler:1.0"}}, "has the name of a registered entry"),
+        ({"tournament": {"markets": "10"}}, "tournament.markets must be an integer"),
+        ({"tournament": {"hosted": "posted_price"}}, "tournament.hosted must be a list"),
+        ({"tournament": {"transcripts": 1000}}, "at most 100"),
+        ({"markets": {"a|b": {}}}, "contain no '|'"),
+        ({"markets": {"a": {"disclosure": "mandatory"}}}, "set disclosure rules in tournament"),
+    ],
+)
+def test_spec_validation_gaps_are_closed(change, needle):
+    data = {
+        "tournament": {**SMALL["tournament"], **change.get("tournament", {})},
+        "markets": change.get("markets", SMALL["markets"]),
+    }
+    if "populations" in change:
+        data["populations"] = change["populations"]
+    with pytest.raises(SpecError, match=needle.replace("|", r"\|").replace("(", r"\(")):
+        spec_from_dict(data)
+
+
+def test_an_int_and_a_float_config_value_are_one_spec(tmp_path):
+    a = {**SMALL, "markets": {"a": {"quality_spread": 0}}}
+    b = {**SMALL, "markets": {"a": {"quality_spread": 0.0}}}
+    run_tournament(spec_from_dict(a), tmp_path / "run", use_ray=False, progress=False)
+    summary = run_tournament(spec_from_dict(b), tmp_path / "run", use_ray=False, progress=False)
+    assert summary.units_run == 0
+
+
+def test_resuming_with_another_unit_size_is_refused(tmp_path):
+    spec = small_spec()
+    stop = {"n": 0}
+
+    def interrupt(result, ctx):
+        stop["n"] += 1
+        if stop["n"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(
+            spec,
+            tmp_path / "run",
+            use_ray=False,
+            progress=False,
+            unit_markets=10,
+            on_result=interrupt,
+        )
+    with pytest.raises(StoreError, match="units of 10 markets, not 20"):
+        run_tournament(spec, tmp_path / "run", use_ray=False, progress=False, unit_markets=20)
+    assert ResultStore.open(tmp_path / "run").counts() == (20, 2)
+
+
+def test_reading_never_writes_and_foreign_files_are_refused(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    db = folder / "results.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE other (x)")
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match="not a results database"):
+        ResultStore.open(folder)
+    assert db.read_bytes() == before
+    (folder / "results.sqlite").write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError):
+        ResultStore.open(folder)
+    with pytest.raises(StoreError, match="cannot use this results database"):
+        run_tournament(small_spec(), folder, use_ray=False, progress=False)
+
+
+def test_more_workers_than_cpus_is_a_clear_error(tmp_path, ray_session):
+    from tournaments.runner import TournamentError
+
+    with pytest.raises(TournamentError, match="2 CPUs for 3 workers"):
+        run_tournament(small_spec(), tmp_path / "run", workers=3, progress=False)
+
+
+def test_a_killed_policy_host_is_replaced_and_results_are_the_same(tmp_path, ray_session):
+    hosted = small_spec(hosted=["posted_price"])
+    run_tournament(small_spec(), tmp_path / "clean", use_ray=False, progress=False, unit_markets=30)
+    killed = []
+
+    def kill_host(result, ctx):
+        if not killed:
+            ray_session.kill(ctx["hosts"][("seller", "posted_price")])
+            killed.append(True)
+
+    summary = run_tournament(
+        hosted, tmp_path / "faulty", workers=2, progress=False, unit_markets=30, on_result=kill_host
+    )
+    assert killed and summary.workers_replaced >= 1
+    assert_same_records(records(tmp_path / "clean"), records(tmp_path / "faulty"))

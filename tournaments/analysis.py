@@ -142,7 +142,7 @@ def bootstrap_mean_ci(
     the cost is a few vectorised passes whatever ``rounds`` is."""
     x = np.asarray(x, dtype=float)
     n = len(x)
-    if n == 0:
+    if n < 2:  # one market says nothing about the spread: no interval rather than a point
         return math.nan, math.nan
     block = max(1, min(rounds, _BOOT_CELLS // n))
     means = np.empty(rounds)
@@ -326,6 +326,9 @@ def side_leaderboards(
                 strict=True,
             )
         )
+        # One instance meets every opponent under every rule: those comparisons are
+        # correlated, so the bootstrap resamples instances (config, index), not coordinates.
+        instance = list(zip(rec["config"].tolist(), rec["market"].tolist(), strict=True))
         out[side] = rt.paired_leaderboard(
             names,
             coords,
@@ -333,6 +336,7 @@ def side_leaderboards(
             rounds=rounds,
             seed=seed,
             reference=reference if reference in set(names.tolist()) else None,
+            clusters=instance,
         )
     return out
 
@@ -531,7 +535,16 @@ def sections(analysis: Analysis) -> list[Section]:
                 ],
             )
         )
-    treatments = list(dict.fromkeys(r["treatment"] for r in analysis.effect)) or ["mandatory"]
+    treatments = list(dict.fromkeys(r["treatment"] for r in analysis.effect))
+    if not treatments:
+        out.append(
+            Section(
+                "Disclosure effect",
+                "Not measured: it needs the hidden rule and mandatory or voluntary in one run.",
+                ["config", "seller", "buyer", "metric"],
+                [],
+            )
+        )
     for treat in treatments:
         kept, omitted = informative_effects([r for r in analysis.effect if r["treatment"] == treat])
         ctrl = kept[0]["control"] if kept else "hidden"

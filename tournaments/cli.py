@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import sqlite3
 import sys
 
 from tabulate import tabulate
@@ -388,7 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head and the like
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
         return 0
-    except (CliError, ValueError, registry.UnknownEntry, OSError) as err:
+    except (CliError, ValueError, registry.UnknownEntry, OSError, sqlite3.Error) as err:
+        print(f"arena: error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:  # a run that cannot go on (TournamentError); results are kept
         print(f"arena: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

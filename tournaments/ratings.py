@@ -617,6 +617,12 @@ def _bootstrap_fits(
         w = np.bincount(cells.pair, mult * cells.w, n_pairs)
         counts[r] = np.bincount(cells.pair, mult * cells.n, n_pairs)
         thetas[r] = _fit_theta(_PairTable(table.pi, table.pj, w, counts[r]), n_players, l2, x0)
+        # A player with no game in this resample has a rating only from the ridge term: it
+        # says nothing, so it is left out of that player's interval.
+        games = np.bincount(table.pi, counts[r], n_players) + np.bincount(
+            table.pj, counts[r], n_players
+        )
+        thetas[r][games == 0] = np.nan
         if extra is not None:
             extra_sums[r] = np.bincount(cells.pair, mult * extra, n_pairs)
     return thetas, counts, extra_sums
@@ -747,6 +753,7 @@ def paired_leaderboard(
     base: float = 10.0,
     initial: float = 1000.0,
     l2: float = DEFAULT_L2,
+    clusters: Sequence[Hashable] | None = None,
 ) -> PairedLeaderboard:
     """Rank the entries of one side by paired comparisons on identical markets.
 
@@ -769,6 +776,11 @@ def paired_leaderboard(
     comparisons made on one market stay together. Because the market's own difficulty cancels
     in each comparison, a small consistent edge is detected even when market-to-market
     variation dwarfs it.
+
+    ``clusters[i]`` (optional) names the resampling unit of record i, shared by all records of
+    one market id: when several market ids are the same instance met under different
+    conditions (other opponents, other rules), they are correlated, and resampling whole
+    instances keeps the intervals honest. Without it each market id is its own unit.
     """
     _check_confidence(rounds, confidence)
     names = np.asarray(entries, dtype=str).reshape(-1)
@@ -791,6 +803,14 @@ def paired_leaderboard(
         )
     grid = np.full((e, n_markets), np.nan)
     grid[entry_code, market_code] = vals
+    if clusters is None:
+        cluster_of_market, n_units = np.arange(n_markets), n_markets
+    else:
+        cluster_code, n_units = _labels(clusters, len(names), "clusters")
+        cluster_of_market = np.zeros(n_markets, np.int64)
+        cluster_of_market[market_code] = cluster_code
+        if not np.array_equal(cluster_of_market[market_code], cluster_code):
+            raise ValueError("all records of one market must name the same cluster")
     sign = 1.0 if higher_is_better else -1.0
 
     pair_i: list[int] = []
@@ -815,6 +835,10 @@ def paired_leaderboard(
     pi = np.asarray(pair_i, dtype=np.int64)
     pj = np.asarray(pair_j, dtype=np.int64)
     n_pairs = len(pi)
+    if n_pairs == 0:  # no two entries share a market: nothing to compare
+        played = np.isfinite(grid).sum(axis=1)
+        nan = np.full(e, np.nan)
+        return PairedLeaderboard(tuple(_rated_rows(players, nan, nan, nan, played)), ())
     cp = np.concatenate(cell_pair).astype(np.int64)
     cm = np.concatenate(cell_market).astype(np.int64)
     cs = np.concatenate(cell_s)
@@ -828,8 +852,12 @@ def paired_leaderboard(
     factor = scale / math.log(base)
     ref = None if reference is None else _index_of(players, reference)
 
-    # Each (pair, market) is its own cell: at most one comparison per pair and market.
-    cells = _Cells(pair=cp, unit=cm, w=cs, n=np.ones(len(cp)), unit_size=np.ones(n_markets, int))
+    # Each (pair, market) is its own cell: at most one comparison per pair and market; the
+    # bootstrap draws whole clusters (markets when none are given).
+    cells = _Cells(
+        pair=cp, unit=cluster_of_market[cm], w=cs, n=np.ones(len(cp)),
+        unit_size=np.ones(n_units, int),
+    )  # fmt: skip
     rng = np.random.default_rng(seed)
     thetas, counts, dsums = _bootstrap_fits(cells, table, e, rounds, rng, l2, theta, cd)
     samples = np.stack([_shift(row * factor, ref, initial) for row in thetas])

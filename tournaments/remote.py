@@ -29,7 +29,11 @@ class PolicyHost:
         self.side = side
         self.spec = spec
         self.sessions: dict[str, SellerPolicy | BuyerPolicy] = {}
-        self.calls = 0
+        template = self._build(0)
+        self.info = {
+            "kind": template.kind,
+            "sees_private": getattr(template, "sees_private", False),
+        }
 
     def _build(self, seed: int):
         if self.side == "seller":
@@ -37,8 +41,7 @@ class PolicyHost:
         return registry.make_buyers(self.spec, seed=seed)
 
     def describe(self) -> dict:
-        policy = self._build(0)
-        return {"kind": policy.kind, "sees_private": getattr(policy, "sees_private", False)}
+        return self.info
 
     def open(self, session: str, seed: int) -> None:
         self.sessions[session] = self._build(seed)
@@ -47,11 +50,7 @@ class PolicyHost:
         self.sessions.pop(session, None)
 
     def call(self, session: str, method: str, *args):
-        self.calls += 1
         return getattr(self.sessions[session], method)(*args)
-
-    def num_calls(self) -> int:
-        return self.calls
 
 
 def _get(ref):

@@ -100,7 +100,12 @@ def _meta_rows(info: dict[str, Any], analysis: Analysis, seed: int) -> list[list
     rows += [
         ["disclosure rules", ", ".join(info["disclosure"]) or "-"],
         ["market configs", ", ".join(info["configs"]) or "-"],
-        ["rating reference", info["reference"] or "(mean at 1000)"],
+        [
+            "rating reference",
+            info["reference"]
+            if info["reference"] in {r["player"] for r in analysis.ratings}
+            else "(mean at 1000)",
+        ],
         ["market rows analysed", str(analysis.markets)],
         ["analysis seed", str(seed)],
     ]
@@ -203,7 +208,7 @@ def write_report(
     }
     for sec in sections(analysis):
         lines += [f"## {sec.title}", "", sec.note, ""]
-        if sec.title.startswith("Disclosure effect"):
+        if sec.title.startswith("Disclosure effect ("):
             treat = sec.title.split("(")[1].split(" ")[0]
             if f"disclosure:{treat}" in drawn:
                 lines += [f"![Disclosure effect forest plot]({drawn[f'disclosure:{treat}']})", ""]
@@ -370,7 +375,7 @@ def plot_disclosure_forest(rows: list[dict], path: str | Path) -> Path:
             for r in rows:
                 if r["config"] != config or r["metric"] != metric or not math.isfinite(r["diff"]):
                     continue
-                clear = r["lower"] > 0 or r["upper"] < 0
+                clear = r["lower"] > 0 or r["upper"] < 0  # False when there is no interval
                 d = np.array([r["diff"]])
                 ax.errorbar(
                     d,

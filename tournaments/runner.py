@@ -26,6 +26,9 @@ from tournaments.worker import MatchWorker, Unit, UnitResult, plan_units
 # How many units each worker holds at once: one running, one queued, so a worker never
 # waits on the driver between units.
 IN_FLIGHT_PER_WORKER = 2
+# A unit that fails this many times stops the run with a clear error instead of looping.
+MAX_ATTEMPTS = 3
+START_TIMEOUT_S = 120
 
 
 @dataclass
@@ -53,7 +56,7 @@ def run_tournament(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     t0 = time.perf_counter()
-    store = ResultStore.create_or_resume(folder, spec)
+    store = ResultStore.create_or_resume(folder, spec, unit_markets)
     try:
         done = store.done_units()
         units = plan_units(spec, unit_markets)
@@ -75,7 +78,14 @@ def run_tournament(
                     raise ValueError("hosted entries need Ray: run without --no-ray")
                 worker = MatchWorker(spec)
                 for unit in todo:
-                    store_result(worker.play(unit))
+                    try:
+                        result = worker.play(unit)
+                    except Exception as err:  # a policy bug: stop with what is stored kept
+                        raise TournamentError(
+                            f"unit {unit.match_id} markets {unit.start}-{unit.stop - 1} "
+                            f"failed: {type(err).__name__}: {err}"
+                        ) from err
+                    store_result(result)
         bar.close()
         return RunSummary(
             folder=Path(folder),
@@ -113,37 +123,56 @@ def init_ray(address: str | None, workers: int) -> float:
     return time.perf_counter() - t0
 
 
+class TournamentError(RuntimeError):
+    """A run that cannot go on (a unit that keeps failing, a cluster too small); what was
+    stored stays stored, and rerunning the same command resumes."""
+
+
 def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: dict) -> None:
     import ray
-    from ray.exceptions import RayActorError
+    from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
     t0 = time.perf_counter()
     init_ray(address, workers)
+    cpus = ray.cluster_resources().get("CPU", 0.0)
+    if cpus < workers:
+        raise TournamentError(
+            f"the Ray cluster has {cpus:g} CPUs for {workers} workers; use --workers {int(cpus)}"
+        )
     remote_worker = ray.remote(num_cpus=1)(MatchWorker)
     spec_ref = ray.put(spec)
-    # Expensive agents get one actor each, shared by all workers. They take no CPU
-    # reservation of their own here, so that hosting a cheap entry remotely (tests) does not
-    # starve the workers; a GPU model would ask for its GPU.
-    host_cls = ray.remote(num_cpus=0)(PolicyHost)
-    hosts = {
-        (side, name): host_cls.remote(side, spec.buyer_spec(name) if side == "buyer" else name)
-        for side, name in spec.hosted_entries()
-    }
+    hosts = {key: _new_host(spec, *key) for key in spec.hosted_entries()}
     ctx["hosts"] = hosts
-    actors = [remote_worker.remote(spec_ref, hosts) for _ in range(workers)]
+    actors = [remote_worker.remote(spec_ref) for _ in range(workers)]
     # Start-up ends when every worker process is up and has imported the project: that is
     # paid once per run, whatever its size, and is reported apart from the work.
-    ray.get([a.ping.remote() for a in actors])
+    try:
+        ray.get([a.ping.remote() for a in actors], timeout=START_TIMEOUT_S)
+    except GetTimeoutError:
+        raise TournamentError(
+            f"the workers did not start within {START_TIMEOUT_S} s (is the cluster busy?)"
+        ) from None
     ctx["ray_start_s"] = time.perf_counter() - t0
     ctx["actors"] = actors
-    queue = list(reversed(todo))  # pop() from the end keeps match-id order
+    queue = list(reversed(todo))  # pop() from the end keeps the planned order
     in_flight: dict = {}  # ObjectRef -> (actor slot, unit)
     stored: set[tuple[str, int]] = set()
+    failures: dict[Unit, int] = {}
 
     def submit(slot: int) -> None:
         if queue:
             unit = queue.pop()
-            in_flight[actors[slot].play.remote(unit)] = (slot, unit)
+            in_flight[actors[slot].play.remote(unit, hosts)] = (slot, unit)
+
+    def retry(units: list[Unit], why: str) -> None:
+        for unit in units:
+            failures[unit] = failures.get(unit, 0) + 1
+            if failures[unit] >= MAX_ATTEMPTS:
+                raise TournamentError(
+                    f"unit {unit.match_id} markets {unit.start}-{unit.stop - 1} failed "
+                    f"{failures[unit]} times; last: {why}"
+                )
+        queue.extend(reversed(units))
 
     for slot in range(workers):
         for _ in range(IN_FLIGHT_PER_WORKER):
@@ -155,14 +184,24 @@ def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: d
             slot, unit = in_flight.pop(ref)
             try:
                 result = ray.get(ref)
-            except RayActorError:
+            except RayTaskError as err:
+                # The worker lives but the unit raised: a policy bug, or a hosted agent that
+                # died under it. Replace dead hosts and try the unit again, a few times.
+                for key, host in list(hosts.items()):
+                    if not _alive(host):
+                        hosts[key] = _new_host(spec, *key)
+                        ctx["replaced"] += 1
+                retry([unit], _first_line(err))
+                submit(slot)
+                continue
+            except RayActorError as err:
                 # The worker died (killed, out of memory, node lost): replace it and play
                 # every unit it held again. Results are pure, so nothing changes.
                 lost = [u for r, (s, u) in list(in_flight.items()) if s == slot]
                 for r in [r for r, (s, _) in in_flight.items() if s == slot]:
                     in_flight.pop(r)
-                queue.extend(reversed([unit, *lost]))
-                actors[slot] = remote_worker.remote(spec_ref, hosts)
+                retry([unit, *lost], _first_line(err))
+                actors[slot] = remote_worker.remote(spec_ref)
                 ctx["replaced"] += 1
                 for _ in range(IN_FLIGHT_PER_WORKER):
                     submit(slot)
@@ -174,6 +213,34 @@ def _run_ray(spec, todo: list[Unit], workers: int, address, store_result, ctx: d
     finally:
         for actor in [*actors, *hosts.values()]:
             ray.kill(actor)
+
+
+def _new_host(spec: TournamentSpec, side: str, name: str):
+    import ray
+
+    from agents import registry
+
+    entry = registry.get(name, side) if spec.buyer_spec(name) == name else None
+    # Hosts hold no CPU reservation, so that hosting a cheap entry remotely does not starve
+    # the workers; an entry that needs a GPU says so in the registry and gets one.
+    gpus = entry.num_gpus if entry is not None else 0.0
+    host_cls = ray.remote(num_cpus=0, num_gpus=gpus)(PolicyHost)
+    return host_cls.remote(side, spec.buyer_spec(name) if side == "buyer" else name)
+
+
+def _alive(host) -> bool:
+    import ray
+
+    try:
+        ray.get(host.describe.remote(), timeout=30)
+        return True
+    except Exception:  # noqa: BLE001 - any failure to answer means it must be replaced
+        return False
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[-1][:300] if text else type(err).__name__
 
 
 class _NoBar:

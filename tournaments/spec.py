@@ -102,6 +102,16 @@ class TournamentSpec:
         _check(len(set(self.disclosure)) == len(self.disclosure), "a disclosure rule is twice")
         _check(len(self.market_configs) > 0, "no [markets.NAME] table")
         pops = dict(self.populations)
+        for name in (*self.sellers, *self.buyers, *(n for n, _ in self.market_configs)):
+            _check(
+                isinstance(name, str) and name and "|" not in name and "#" not in name,
+                f"name {name!r}: names are non-empty and contain no '|' or '#'",
+            )
+        for name in pops:
+            if name in {e.name for e in registry.entries()}:
+                raise SpecError(
+                    f"population {name!r} has the name of a registered entry; rename it"
+                )
         for name in self.sellers:
             _entry(lambda n=name: registry.get(n, "seller"))
         for name in self.buyers:
@@ -180,6 +190,28 @@ class TournamentSpec:
         }
 
 
+def _name(t: dict) -> str:
+    name = t.get("name", "tournament")
+    _check(isinstance(name, str) and name.strip() != "", "tournament.name must be a string")
+    return name
+
+
+def _int_key(t: dict, key: str, default: int, low: int) -> int:
+    value = t.get(key, default)
+    _check(_is_int(value), f"tournament.{key} must be an integer, got {value!r}")
+    _check(value >= low, f"tournament.{key} must be >= {low}, got {value}")
+    return value
+
+
+def _str_list(t: dict, key: str, default: list) -> list:
+    value = t.get(key, default)
+    _check(
+        isinstance(value, list) and all(isinstance(x, str) for x in value),
+        f"tournament.{key} must be a list of names, got {value!r}",
+    )
+    return value
+
+
 def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -206,12 +238,11 @@ def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
     _check(not unknown, f"unknown tournament key(s) {', '.join(unknown)}")
     t = {**t, **{k: v for k, v in overrides.items() if v is not None}}
     for key in ("sellers", "buyers"):
-        _check(
-            isinstance(t.get(key), list) and all(isinstance(x, str) for x in t[key]),
-            f"tournament.{key} must be a list of entry names",
-        )
-    disclosure = t.get("disclosure", ["hidden"])
-    _check(isinstance(disclosure, list), "tournament.disclosure must be a list")
+        _str_list(t, key, None)
+    disclosure = _str_list(t, "disclosure", ["hidden"])
+    markets_per_match = _int_key(t, "markets", 1000, 1)
+    transcripts = _int_key(t, "transcripts", 2, 0)
+    _check(transcripts <= 100, f"tournament.transcripts: at most 100 per match, got {transcripts}")
     pops = data.get("populations", {})
     _check(
         isinstance(pops, dict) and all(isinstance(v, str) for v in pops.values()),
@@ -221,22 +252,27 @@ def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
     _check(isinstance(markets, dict) and markets, "no [markets.NAME] table")
     configs = []
     for name, table in markets.items():
+        _check(isinstance(table, dict), f"markets.{name} must be a table")
+        _check(
+            "disclosure" not in table,
+            f"markets.{name}: set disclosure rules in tournament.disclosure, not per market",
+        )
         try:
             configs.append((name, MarketConfig.from_dict(table)))
         except (TypeError, ValueError) as err:
             raise SpecError(f"markets.{name}: {err}") from None
     return TournamentSpec(
-        name=t.get("name", "tournament"),
-        seed=t.get("seed", 0),
-        markets=t.get("markets", 1000),
+        name=_name(t),
+        seed=_int_key(t, "seed", 0, 0),
+        markets=markets_per_match,
         sellers=tuple(t["sellers"]),
         buyers=tuple(t["buyers"]),
         disclosure=tuple(disclosure),
         market_configs=tuple(configs),
         populations=tuple(sorted(pops.items())),
         reference=t.get("reference"),
-        transcripts=t.get("transcripts", 2),
-        hosted=tuple(t.get("hosted", ())),
+        transcripts=transcripts,
+        hosted=tuple(_str_list(t, "hosted", [])),
     )
 
 

@@ -79,37 +79,54 @@ class ResultStore:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def create_or_resume(cls, folder: str | Path, spec: TournamentSpec) -> ResultStore:
+    def create_or_resume(
+        cls, folder: str | Path, spec: TournamentSpec, unit_markets: int = 1000
+    ) -> ResultStore:
         """Open the run folder for ``spec``: a new folder is initialised; an existing one must
-        hold the same spec (same seed and markets included), else StoreError and nothing
-        in it is touched."""
+        hold the same spec (same seed and markets included) cut into the same units, else
+        StoreError and nothing in it is touched."""
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise StoreError(f"{folder} exists and is not a folder")
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"{folder}: cannot create the run folder ({err.strerror})") from None
         path = folder / DB_NAME
         spec_json = json.dumps(spec.to_dict(), sort_keys=True)
-        conn = _connect(path)
-        stored = conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
-        if stored is not None and stored[0] != spec_json:
+        try:
+            conn = _connect(path)
+            _check_columns(conn, path)
+            stored = dict(conn.execute("SELECT key, value FROM meta"))
+        except sqlite3.Error as err:
+            raise StoreError(f"{path}: cannot use this results database ({err})") from None
+        if stored.get("spec", spec_json) != spec_json:
             conn.close()
-            diff = _spec_diff(json.loads(stored[0]), spec.to_dict())
+            diff = _spec_diff(json.loads(stored["spec"]), spec.to_dict())
             raise StoreError(
                 f"{folder} holds results of a different spec ({diff}); "
                 "rerun with the same spec, seed and --markets, or choose another --out"
             )
-        if stored is None:
+        if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
+            conn.close()
+            raise StoreError(
+                f"{folder} was cut into units of {stored['unit_markets']} markets, not "
+                f"{unit_markets}; resume with the same unit size"
+            )
+        # spec.json first: a run killed after the commit below still has it.
+        (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        if "spec" not in stored:
             with conn:
                 conn.executemany(
                     "INSERT INTO meta (key, value) VALUES (?, ?)",
                     [
                         ("spec", spec_json),
                         ("seed", str(spec.seed)),
+                        ("unit_markets", str(unit_markets)),
                         ("versions", json.dumps(package_versions(), sort_keys=True)),
                         ("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
                     ],
                 )
-            (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
         return cls(path, conn)
 
     @classmethod
@@ -119,9 +136,12 @@ class ResultStore:
         if not path.is_file():
             raise StoreError(f"{folder}: no results here (expected {DB_NAME})")
         try:
-            conn = _connect(path)
-            conn.execute("SELECT count(*) FROM markets").fetchone()
-        except sqlite3.DatabaseError as err:
+            # Read-only: a report never changes a run folder, nor a file that is no run.
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+            if conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone() is None:
+                raise sqlite3.DatabaseError("no spec stored")
+            _check_columns(conn, path)
+        except sqlite3.Error as err:
             raise StoreError(f"{path}: not a results database ({err})") from None
         return cls(path, conn)
 
@@ -162,9 +182,6 @@ class ResultStore:
     # ------------------------------------------------------------------ reading
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
-
-    def spec_dict(self) -> dict:
-        return json.loads(self.meta()["spec"])
 
     def records(self) -> dict[str, np.ndarray]:
         """Every market row, sorted by (match_id, market): columns as arrays."""
@@ -217,6 +234,15 @@ class ResultStore:
         with open(path, "w") as fh:
             json.dump({"meta": self.meta(), "markets": data}, fh)
         return len(data)
+
+
+def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
+    have = [row[1] for row in conn.execute("PRAGMA table_info(markets)")]
+    missing = [c for c in COLUMNS if c not in have]
+    if have and missing:
+        raise StoreError(
+            f"{path}: results of another version of this tool (no {', '.join(missing)} column)"
+        )
 
 
 def _connect(path: Path) -> sqlite3.Connection:

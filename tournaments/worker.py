@@ -23,6 +23,9 @@ from arena.metrics import METRICS, welfare_bounds
 from tournaments.remote import RemoteBuyer, RemoteSeller
 from tournaments.spec import Match, TournamentSpec
 
+# Market slices (instances and their W*_T) a worker keeps for the next pairings.
+MARKET_CACHE_UNITS = 16
+
 # Columns stored per market: every metric of arena.metrics (definitions there).
 STORED_METRICS = METRICS
 
@@ -48,11 +51,13 @@ class UnitResult:
 
 
 def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> list[Unit]:
-    """Every unit of the round robin, in match-id order."""
+    """Every unit of the round robin: slice by slice of markets, each in match-id order, so
+    that consecutive units meet the same market instances (the workers' cache). The order
+    changes no result."""
     return [
         Unit(m.match_id, start, min(start + unit_markets, spec.markets))
-        for m in spec.matches()
         for start in range(0, spec.markets, unit_markets)
+        for m in spec.matches()
     ]
 
 
@@ -74,7 +79,10 @@ class MatchWorker:
     def ping(self) -> int:
         return 0
 
-    def play(self, unit: Unit) -> UnitResult:
+    def play(self, unit: Unit, hosts: dict | None = None) -> UnitResult:
+        """Play one unit; ``hosts`` (when given) are the current actors of hosted entries."""
+        if hosts is not None:
+            self.hosts = hosts
         match = self.matches[unit.match_id]
         seeds = (self.spec.policy_seed(match, "seller"), self.spec.policy_seed(match, "buyer"))
         session = f"{unit.match_id}#{unit.start}"
@@ -111,11 +119,15 @@ class MatchWorker:
         return seller, buyer
 
     def _markets(self, match: Match, unit: Unit) -> tuple[MarketBatch, np.ndarray]:
-        """The unit's markets and their W*_T. Every pairing and both disclosure rules meet
+        """The unit's markets and their W*_T. Every pairing and every disclosure rule meet
         the same instances (the rule lives in the config, not in the draw), so both are
         drawn and solved once per worker and reused with the match's config."""
         key = (match.market, unit.start, unit.stop)
         if key not in self._markets_cache:
+            # Units come in match order, so a handful of recent slices covers the reuse and
+            # memory stays bounded however many markets a match has.
+            while len(self._markets_cache) >= MARKET_CACHE_UNITS:
+                self._markets_cache.pop(next(iter(self._markets_cache)))
             batch = generate_batch(match.config, self.spec.seed, range(unit.start, unit.stop))
             self._markets_cache[key] = (batch, welfare_bounds(batch))
         batch, w_star = self._markets_cache[key]

@@ -476,7 +476,8 @@ def sections(analysis: Analysis) -> list[Section]:
                 f"Within-side leaderboard: {side}s",
                 f"Each {side} entry against the others on identical markets (same opponent, "
                 "rule, config and instance), scored by the market score; Bradley-Terry with "
-                "a 95% bootstrap interval over markets.",
+                "a 95% bootstrap interval that resamples market instances (each with all its "
+                "opponents and rules).",
                 ["rank", "player", "rating [95% CI]", "markets"],
                 [
                     [

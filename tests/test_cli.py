@@ -234,3 +234,8 @@ def test_tournament_report_show_export_end_to_end(capsys, tmp_path):
         capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray", "--quiet", "--seed", "4"
     )
     assert code == 2 and "different spec" in err
+
+
+def test_bench_runs_a_benchmark_script_with_its_flags(capsys):
+    code, out, _ = run(capsys, "bench", "scripted", "--markets", "20")
+    assert code == 0 and "posted_price" in out and "x 20 markets" in out

@@ -298,6 +298,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCHMARKS = ("engine", "tournament", "scripted")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run one of the benchmark scripts of a source checkout with its own flags."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / f"{args.which}.py"
+    if not script.is_file():
+        raise CliError(f"no {script.name} here: benchmarks run from a source checkout")
+    sys.argv = [str(script), *args.rest]
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exit_:
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
+    return 0
+
+
 def _indent(who: str, text: str) -> str:
     lines = text.splitlines() or [""]
     return "\n".join(
@@ -357,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--match", required=True, help="match id, e.g. seller|buyer|hidden|small")
     p.add_argument("--market", type=_nonneg_int, default=0, help="market index")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("bench", help="run a benchmark (benchmarks/NAME.py) and print figures")
+    p.add_argument("which", choices=BENCHMARKS, help="which benchmark")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="its own flags, e.g. --json")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("export", help="export a run's market rows to CSV or JSON")
     p.add_argument("dir", metavar="DIR", help="run folder")

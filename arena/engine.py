@@ -181,23 +181,25 @@ class BatchedMarket:
         has_offer = product != -1
         # What no four-part message can say is malformed, as it is for the reference market.
         unwritable = (
-            bad_to | bad_product | (to < 0) | (to >= MAX_INDEX) | (product < -1)
-            | (product >= MAX_INDEX) | (has_offer & bad_price)
-        )  # fmt: skip
+            _outside(to, 0, MAX_INDEX) | _outside(product, -1, MAX_INDEX) | (has_offer & bad_price)
+        )
+        for bad in (bad_to, bad_product):
+            if bad is not None:
+                unwritable |= bad
         malformed = unwritable if malformed is None else unwritable | _flags(malformed, b)
         live = ~self.done
         self.turn += live
 
-        to_ok = (to >= 0) & (to < n)
-        fi = self._row_n + np.where(to_ok, to, 0)
-        prod_ok = (product >= 0) & (product < m)
-        fp = self._row_m + np.where(prod_ok, product, 0)
+        to_bad = _outside(to, 0, n)
+        fi = self._row_n + np.where(to_bad, 0, to)
+        prod_bad = _outside(product, 0, m)
+        fp = self._row_m + np.where(prod_bad, 0, product)
         with np.errstate(invalid="ignore"):
             price_ok = (price >= self.lo) & (price <= self.hi)
         conditions = [
-            ~to_ok,
+            to_bad,
             ~self._f["active"][fi],
-            has_offer & ~prod_ok,
+            has_offer & prod_bad,
             has_offer & (self._stock_flat[fp] <= 0),
             has_offer & ~price_ok,
         ]
@@ -256,20 +258,23 @@ class BatchedMarket:
         price, bad_price = _prices(price, b)
         is_counter = decision == COUNTER
         # A bid no message can state is malformed; the other decisions carry no bid.
-        unwritable = bad_decision | (
-            is_counter & (bad_product | (product < 0) | (product >= MAX_INDEX) | bad_price)
-        )
+        bid_bad = _outside(product, 0, MAX_INDEX) | bad_price
+        if bad_product is not None:
+            bid_bad |= bad_product
+        unwritable = is_counter & bid_bad
+        if bad_decision is not None:
+            unwritable |= bad_decision
         malformed = unwritable if malformed is None else unwritable | _flags(malformed, b)
         ask = self.pending
         fi = self._pend_flat
-        prod_ok = (product >= 0) & (product < m)
-        fp = self._row_m + np.where(prod_ok, product, 0)
+        prod_bad = _outside(product, 0, m)
+        fp = self._row_m + np.where(prod_bad, 0, product)
         with np.errstate(invalid="ignore"):
             price_ok = (price >= self.lo) & (price <= self.hi)
         conditions = [
             (decision < REJECT) | (decision > COUNTER),
             (decision == ACCEPT) & (self._pend_product < 0),
-            is_counter & ~prod_ok,
+            is_counter & prod_bad,
             is_counter & (self._stock_flat[fp] <= 0),
             is_counter & ~price_ok,
         ]
@@ -332,12 +337,15 @@ class BatchedMarket:
 _NOWHERE = -(2**40)  # an index no market has, for entries that are not integers at all
 
 
-def _indices(x, b: int, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 indices, entries that are not an integer). A wrong length is the caller's bug
-    and raises before anything changes; a bad entry only marks its own row."""
+def _indices(x, b: int, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(int64 indices, entries that are not an integer, or None when all are). A wrong
+    length is the caller's bug and raises before anything changes; a bad entry only marks
+    its own row."""
     a = np.asarray(x)
     if a.shape != (b,):
         raise ValueError(f"{name}: expected one entry per market, shape ({b},), got {a.shape}")
+    if a.dtype == np.int64:  # the usual case, checked by range alone below
+        return a, None
     if a.dtype.kind in "iu":
         ok = np.abs(a.astype(np.float64)) < 2.0**62
     else:
@@ -358,10 +366,15 @@ def _prices(x, b: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"price: expected one entry per market, shape ({b},), got {a.shape}")
     if a.dtype.kind not in "iufb":
         return np.full(b, np.nan), np.ones(b, bool)
-    p = a.astype(np.float64)
+    p = a.astype(np.float64, copy=False)
     with np.errstate(invalid="ignore"):
-        ok = np.isfinite(p) & (p >= 0) & (p < MAX_PRICE)
+        ok = (p >= 0) & (p < MAX_PRICE)  # False for nan and for either infinity
     return p, ~ok
+
+
+def _outside(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """x < lo or x >= hi in one comparison: shifted below zero wraps around as unsigned."""
+    return (x - lo).view(np.uint64) >= np.uint64(hi - lo)
 
 
 def _flags(x, b: int) -> np.ndarray:

@@ -3,10 +3,15 @@
 Tables::
 
     meta         key -> value: the spec (JSON), seed, package versions, creation time
+    matches      match number -> match_id, seller, buyer, disclosure, config
     units        (match_id, start, stop): the slices of work already stored
-    markets      one row per market per match: the match's coordinates and every
+    markets      one row per market per match: (match number, market index) and every
                  metric of arena.metrics (enough to recompute every statistic)
     transcripts  (match_id, market) -> the JSON list of turn records of a sample
+
+Market rows carry the match as a number, not its text: the driver writes every
+row of a tournament, and short integer keys make that a third cheaper; reads
+join the match table back in (``records``, exports).
 
 A unit's rows and its ``units`` row are written in one transaction, so a run
 killed at any moment leaves whole units only; a rerun skips them and never
@@ -33,6 +38,12 @@ from tournaments.worker import STORED_METRICS, Unit, UnitResult
 DB_NAME = "results.sqlite"
 KEY_COLUMNS = ("match_id", "market", "seller", "buyer", "disclosure", "config")
 COLUMNS = KEY_COLUMNS + STORED_METRICS
+# Every market row with its match's coordinates, in (match_id, market) order.
+_SELECT_ROWS = (
+    "SELECT m.match_id, k.market, m.seller, m.buyer, m.disclosure, m.config, "
+    + ", ".join(f"k.{c}" for c in STORED_METRICS)
+    + " FROM markets k JOIN matches m ON m.match = k.match ORDER BY m.match_id, k.market"
+)
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -40,11 +51,14 @@ CREATE TABLE IF NOT EXISTS units (
     match_id TEXT NOT NULL, start INTEGER NOT NULL, stop INTEGER NOT NULL,
     PRIMARY KEY (match_id, start)
 );
+CREATE TABLE IF NOT EXISTS matches (
+    match INTEGER PRIMARY KEY, match_id TEXT UNIQUE NOT NULL, seller TEXT NOT NULL,
+    buyer TEXT NOT NULL, disclosure TEXT NOT NULL, config TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS markets (
-    match_id TEXT NOT NULL, market INTEGER NOT NULL, seller TEXT NOT NULL, buyer TEXT NOT NULL,
-    disclosure TEXT NOT NULL, config TEXT NOT NULL,
+    match INTEGER NOT NULL, market INTEGER NOT NULL,
     {", ".join(f"{m} REAL" for m in STORED_METRICS)},
-    PRIMARY KEY (match_id, market)
+    PRIMARY KEY (match, market)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS transcripts (
     match_id TEXT NOT NULL, market INTEGER NOT NULL, turns TEXT NOT NULL,
@@ -75,7 +89,7 @@ class ResultStore:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self.conn = conn
-        self._matches: tuple[TournamentSpec, dict] | None = None
+        self._numbers: dict[str, int] | None = None  # match_id -> match number
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -118,6 +132,14 @@ class ResultStore:
         if "spec" not in stored:
             with conn:
                 conn.executemany(
+                    "INSERT INTO matches (match, match_id, seller, buyer, disclosure, config) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (k, m.match_id, m.seller, m.buyer, m.disclosure, m.market)
+                        for k, m in enumerate(spec.matches())
+                    ],
+                )
+                conn.executemany(
                     "INSERT INTO meta (key, value) VALUES (?, ?)",
                     [
                         ("spec", spec_json),
@@ -155,19 +177,16 @@ class ResultStore:
     def write(self, result: UnitResult, spec: TournamentSpec) -> bool:
         """Store one unit in one transaction; False if it was stored already."""
         u = result.unit
-        if self._matches is None or self._matches[0] is not spec:
-            self._matches = (spec, {m.match_id: m for m in spec.matches()})
-        match = self._matches[1][u.match_id]
-        rows = _rows(result, match.seller, match.buyer, match.disclosure, match.market)
+        if self._numbers is None:
+            self._numbers = dict(self.conn.execute("SELECT match_id, match FROM matches"))
+        rows = _rows(result, self._numbers[u.match_id])
         with self.conn:
             if self.conn.execute(
                 "SELECT 1 FROM units WHERE match_id = ? AND start = ?", (u.match_id, u.start)
             ).fetchone():
                 return False
             self.conn.executemany(
-                f"INSERT INTO markets ({', '.join(COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(COLUMNS))})",
-                rows,
+                f"INSERT INTO markets VALUES ({', '.join('?' * (2 + len(STORED_METRICS)))})", rows
             )
             self.conn.executemany(
                 "INSERT INTO transcripts (match_id, market, turns) VALUES (?, ?, ?)",
@@ -185,10 +204,7 @@ class ResultStore:
 
     def records(self) -> dict[str, np.ndarray]:
         """Every market row, sorted by (match_id, market): columns as arrays."""
-        cur = self.conn.execute(
-            f"SELECT {', '.join(COLUMNS)} FROM markets ORDER BY match_id, market"
-        )
-        rows = cur.fetchall()
+        rows = self.conn.execute(_SELECT_ROWS).fetchall()
         out: dict[str, np.ndarray] = {}
         for k, name in enumerate(COLUMNS):
             col = [r[k] for r in rows]
@@ -218,7 +234,7 @@ class ResultStore:
 
     # ------------------------------------------------------------------ export
     def export_csv(self, path: str | Path) -> int:
-        rows = self.conn.execute(f"SELECT {', '.join(COLUMNS)} FROM markets ORDER BY 1, 2")
+        rows = self.conn.execute(_SELECT_ROWS)
         n = 0
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh)
@@ -229,7 +245,7 @@ class ResultStore:
         return n
 
     def export_json(self, path: str | Path) -> int:
-        rows = self.conn.execute(f"SELECT {', '.join(COLUMNS)} FROM markets ORDER BY 1, 2")
+        rows = self.conn.execute(_SELECT_ROWS)
         data = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
         with open(path, "w") as fh:
             json.dump({"meta": self.meta(), "markets": data}, fh)
@@ -238,7 +254,7 @@ class ResultStore:
 
 def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
     have = [row[1] for row in conn.execute("PRAGMA table_info(markets)")]
-    missing = [c for c in COLUMNS if c not in have]
+    missing = [c for c in ("match", "market", *STORED_METRICS) if c not in have]
     if have and missing:
         raise StoreError(
             f"{path}: results of another version of this tool (no {', '.join(missing)} column)"
@@ -255,21 +271,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _rows(result: UnitResult, seller, buyer, disclosure, market) -> Iterable[tuple]:
+def _rows(result: UnitResult, match: int) -> Iterable[tuple]:
     # Column lists zipped at C speed: the driver writes every row of the tournament, and its
     # time is taken from the workers on a small machine. SQLite stores a NaN as NULL.
     u = result.unit
-    n = u.stop - u.start
-    cols = result.table.tolist()
-    keys = (
-        repeat(u.match_id, n),
-        range(u.start, u.stop),
-        repeat(seller, n),
-        repeat(buyer, n),
-        repeat(disclosure, n),
-        repeat(market, n),
+    return zip(
+        repeat(match, u.stop - u.start), range(u.start, u.stop), *result.table.tolist(), strict=True
     )
-    return zip(*keys, *cols, strict=True)
 
 
 def _spec_diff(old: dict, new: dict) -> str:

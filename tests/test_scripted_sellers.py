@@ -407,3 +407,18 @@ def test_greedy_matcher_incremental_table_equals_a_full_recompute():
         assert np.array_equal(a.paid, b.paid, equal_nan=True)
         assert np.array_equal(a.bought, b.bought) and np.array_equal(a.turn, b.turn)
         assert np.array_equal(a.last_price, b.last_price, equal_nan=True)
+
+
+def test_oracle_uses_leftover_turns_on_bids_and_concessions():
+    """Against buyers that refuse an ask at their value, the reference still trades: it takes
+    standing bids above cost and halves its ask; it never sells below cost."""
+    from agents.scripted.buyers import StrategicAgent, Threshold
+
+    batch = generate_batch(MarketConfig(), 5, 200)
+    for buyer in (Haggler(), Threshold(), StrategicAgent()):
+        engine = play_batch(batch, OracleSeller(), buyer)
+        m = batch_metrics(engine)
+        assert m["profit"].mean() > 20 and m["seller_violations"].sum() == 0
+        got = engine.bought >= 0
+        cost = np.take_along_axis(engine.costs, np.where(got, engine.bought, 0), axis=1)
+        assert (engine.paid[got] >= cost[got]).all()

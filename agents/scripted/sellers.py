@@ -536,10 +536,16 @@ class OracleSeller(SellerPolicy):
     ties). Each turn, offer the next planned pair whose buyer is still active and whose
     product is in stock, at exactly the buyer's value ``v_ij`` (clipped to the range, not
     rounded), even where the buyer holds a standing bid. Each planned pair is offered once.
-    With the plan used up, send talk turns (no offer) to the lowest-index active buyer.
+    With the plan used up, the turns left go, in this order of preference, to:
+
+    1. the best standing bid above cost (offered at the bid, so it trades at once);
+    2. a concession to the active buyer and in-stock product with the largest v_ij - c_j
+       above zero, at ``c_j + (v_ij - c_j) / 2**(k + 1)`` for a buyer that has had k
+       messages (it knows values, not strategies, so it halves its ask each time);
+    3. a talk turn (no offer) to the lowest-index active buyer.
 
     A truthful buyer (accepts iff v >= p) takes every planned offer, so the seller's profit
-    is the turn-limited bound W*_T: capture 1.
+    is the turn-limited bound W*_T: capture 1 (no pair with v > c is left for step 2).
     """
 
     sees_private = True
@@ -548,8 +554,10 @@ class OracleSeller(SellerPolicy):
     _plan_product: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _plan_price: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _next: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _gain: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def reset(self, batch_size: int) -> None:
+        self._gain = None
         self._plan_to = np.full((batch_size, 1), -1, np.int64)
         self._plan_product = np.full((batch_size, 1), -1, np.int64)
         self._plan_price = np.zeros((batch_size, 1))
@@ -573,6 +581,7 @@ class OracleSeller(SellerPolicy):
                 self._plan_product[b, t] = j
                 self._plan_price[b, t] = np.clip(batch.values[b, i, j], lo, hi)
         self._next = np.zeros(batch.size, np.int64)
+        self._gain = batch.values - batch.costs[:, None, :]  # (B, N, M) v - c
 
     def act(self, obs: SellerObs) -> SellerAction:
         b = obs.batch_size
@@ -591,9 +600,27 @@ class OracleSeller(SellerPolicy):
         has = ready.any(axis=1)
         t = np.argmax(ready, axis=1)
         self._next = np.where(has & ~obs.done, t + 1, self._next)
-        talk_to = np.argmax(obs.active, axis=1)
+        out_to = np.where(has, to[ar, t], np.argmax(obs.active, axis=1))
+        out_product = np.where(has, product[ar, t], -1)
+        out_price = np.where(has, self._plan_price[ar, t], lo)
+        if self._gain is None:
+            return SellerAction(out_to, out_product, out_price)
+
+        # 1. The best standing bid above cost.
+        bid_j, bid_price, bid_margin, usable = _standing_bids(obs, 0.0)
+        usable &= bid_margin > 0
+        bidder = np.argmax(np.where(usable, bid_margin, -np.inf), axis=1)
+        take_bid = ~has & usable.any(axis=1)
+        # 2. A halving concession on the best remaining pair.
+        gain = np.where(_open_pairs(obs), self._gain, -np.inf)
+        cand_to, cand_product = _argmax_pair(gain)
+        cand_gain = gain[ar, cand_to, cand_product]
+        concede = ~has & ~take_bid & (cand_gain > 0)
+        k = obs.n_messages[ar, cand_to]
+        cost = obs.costs[ar, cand_product]
+        ask = np.clip(cost + np.maximum(cand_gain, 0.0) / 2.0 ** (k + 1), *obs.price_range)
         return SellerAction(
-            to=np.where(has, to[ar, t], talk_to),
-            product=np.where(has, product[ar, t], -1),
-            price=np.where(has, self._plan_price[ar, t], lo),
+            to=np.select([take_bid, concede], [bidder, cand_to], out_to),
+            product=np.select([take_bid, concede], [bid_j[ar, bidder], cand_product], out_product),
+            price=np.select([take_bid, concede], [bid_price[ar, bidder], ask], out_price),
         )

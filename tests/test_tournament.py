@@ -222,7 +222,7 @@ KILL_SPEC = """
 [tournament]
 name = "killme"
 seed = 1
-markets = 4000
+markets = 8000
 sellers = ["posted_price"]
 buyers = ["truthful"]
 disclosure = ["hidden", "mandatory"]
@@ -266,12 +266,12 @@ def test_killing_the_driver_mid_run_loses_nothing(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = records(out)
-    assert 0 < len(partial["match_id"]) < 4 * 4 * 4000 // 4  # some, not all, units stored
+    assert 0 < len(partial["match_id"]) < 4 * 8000  # some, not all, units stored
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     final = records(out)
     keys = list(zip(final["match_id"].tolist(), final["market"].tolist(), strict=True))
-    assert len(keys) == len(set(keys)) == 4 * 4000
+    assert len(keys) == len(set(keys)) == 4 * 8000
     clean = tmp_path / "clean"
     subprocess.run([*cmd[:6], str(clean), *cmd[7:]], check=True, capture_output=True)
     assert_same_records(records(clean), final)

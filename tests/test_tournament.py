@@ -54,6 +54,26 @@ def assert_same_records(a: dict, b: dict) -> None:
             np.testing.assert_array_equal(a[k], b[k], err_msg=k)
 
 
+def interrupted_run(spec, folder, unit_markets: int, after: int) -> None:
+    """A run stopped like Ctrl-C right after its ``after``-th unit was stored."""
+    stored = {"n": 0}
+
+    def interrupt(result, ctx):
+        stored["n"] += 1
+        if stored["n"] == after:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_tournament(
+            spec,
+            folder,
+            use_ray=False,
+            progress=False,
+            unit_markets=unit_markets,
+            on_result=interrupt,
+        )
+
+
 # ---------------------------------------------------------------------- specs
 def write(tmp_path, text: str):
     path = tmp_path / "spec.toml"
@@ -167,22 +187,7 @@ def test_a_killed_worker_is_replaced_and_results_are_the_same(tmp_path, ray_sess
 
 def test_an_interrupted_run_resumes_without_loss_or_duplicates(tmp_path):
     spec = small_spec()
-    stop_after = {"n": 0}
-
-    def interrupt(result, ctx):
-        stop_after["n"] += 1
-        if stop_after["n"] == 3:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_tournament(
-            spec,
-            tmp_path / "run",
-            use_ray=False,
-            progress=False,
-            unit_markets=40,
-            on_result=interrupt,
-        )
+    interrupted_run(spec, tmp_path / "run", unit_markets=40, after=3)
     store = ResultStore.open(tmp_path / "run")
     assert store.counts() == (3 * 40, 3)
     store.close()
@@ -401,22 +406,7 @@ def test_an_int_and_a_float_config_value_are_one_spec(tmp_path):
 
 def test_resuming_with_another_unit_size_is_refused(tmp_path):
     spec = small_spec()
-    stop = {"n": 0}
-
-    def interrupt(result, ctx):
-        stop["n"] += 1
-        if stop["n"] == 2:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_tournament(
-            spec,
-            tmp_path / "run",
-            use_ray=False,
-            progress=False,
-            unit_markets=10,
-            on_result=interrupt,
-        )
+    interrupted_run(spec, tmp_path / "run", unit_markets=10, after=2)
     with pytest.raises(StoreError, match="units of 10 markets, not 20"):
         run_tournament(spec, tmp_path / "run", use_ray=False, progress=False, unit_markets=20)
     assert ResultStore.open(tmp_path / "run").counts() == (20, 2)

@@ -195,7 +195,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     matches = spec.matches()
     print(
         f"{spec.name}: {len(spec.sellers)} sellers x {len(spec.buyers)} buyer entries x "
-        f"{len(spec.disclosure)} disclosure rules x {len(spec.market_configs)} markets configs = "
+        f"{len(spec.disclosure)} disclosure rules x {len(spec.market_configs)} market configs = "
         f"{len(matches)} matches of {spec.markets} markets -> {out}"
     )
     summary = run_tournament(

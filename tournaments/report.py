@@ -291,56 +291,67 @@ def plot_ratings(rows: list[dict], path: str | Path) -> Path:
 
 def plot_surplus_split(rows: list[dict], path: str | Path) -> Path:
     """Stacked horizontal bars per pairing: seller profit, then buyer surplus of humans and of
-    agents (means per market), labelled with the efficiency; one panel per (config,
-    disclosure rule), the panels of one config on a shared x axis."""
+    agents (means per market), labelled with the efficiency. A grid with one row of panels per
+    config and one column per disclosure rule: the panels of a row share their pairings (the
+    y axis) and their price scale (the x axis), so rules compare side by side."""
     from matplotlib.patches import Patch
 
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    rules = list(dict.fromkeys(r["disclosure"] for r in rows))
     panels: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         panels.setdefault((r["config"], r["disclosure"]), []).append(r)
-    sizes = [len(v) for v in panels.values()]
-    fig = _figure(8.5, sum(0.36 * s + 0.7 for s in sizes) + 1.3)
-    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=sizes)[:, 0]
-    # Configs may have different price scales: panels share an x axis within a config only.
-    first: dict[str, Any] = {}
-    right: dict[str, float] = {}
-    for ax, (config, _) in zip(axes, panels, strict=True):
-        if config in first:
-            ax.sharex(first[config])
-        else:
-            first[config] = ax
-    for ax, ((config, rule), prow) in zip(axes, panels.items(), strict=True):
-        y = np.arange(len(prow))[::-1]
-        pos = np.zeros(len(prow))  # stacks grow right from 0; negatives are drawn left of 0
-        neg = np.zeros(len(prow))
-        for key, _, color in SPLIT_PARTS:
-            v = np.nan_to_num(np.array([r[key] for r in prow], dtype=float))
-            left = np.where(v >= 0, pos, neg)
-            ax.barh(y, v, left=left, color=color, height=0.7, edgecolor="white", lw=0.5)
-            pos += np.maximum(v, 0.0)
-            neg += np.minimum(v, 0.0)
-        right[config] = max(right.get(config, 0.0), float(pos.max()))
-        for yk, x, r in zip(y, pos, prow, strict=True):
-            ax.annotate(
-                f" eff {fmt(r['efficiency'])}",
-                (x, yk),
-                va="center",
-                fontsize=7,
-                color="0.25",
-                annotation_clip=False,
-            )
-        ax.set_yticks(y, [f"{r['seller']} vs {r['buyer']}" for r in prow])
-        ax.set_ylim(-0.6, len(prow) - 0.4)
-        ax.set_title(f"{config} / {rule}", fontsize=10, loc="left")
-        ax.axvline(0.0, color="0.3", lw=0.8)
-        ax.grid(axis="x", alpha=0.3)
-    for config, ax in first.items():
-        lo, hi = ax.get_xlim()
-        ax.set_xlim(lo, max(hi, 1.14 * right[config]))  # room for the efficiency labels
-    axes[-1].set_xlabel("mean per market (price units)")
+    pairings = {
+        c: list(dict.fromkeys((r["seller"], r["buyer"]) for r in rows if r["config"] == c))
+        for c in configs
+    }
+    heights = [0.3 * len(pairings[c]) + 0.9 for c in configs]
+    fig = _figure(3.0 + 4.2 * len(rules), sum(heights) + 1.3)
+    grid = fig.subplots(len(configs), len(rules), squeeze=False, height_ratios=heights)
+    for i, config in enumerate(configs):
+        where = {p: k for k, p in enumerate(reversed(pairings[config]))}
+        right = 0.0
+        for j, rule in enumerate(rules):
+            ax = grid[i, j]
+            if j:
+                ax.sharex(grid[i, 0])
+            prow = panels.get((config, rule), [])
+            if not prow:
+                ax.set_visible(False)
+                continue
+            y = np.array([where[(r["seller"], r["buyer"])] for r in prow])
+            pos = np.zeros(len(prow))  # stacks grow right from 0; negatives are drawn left
+            neg = np.zeros(len(prow))
+            for key, _, color in SPLIT_PARTS:
+                v = np.nan_to_num(np.array([r[key] for r in prow], dtype=float))
+                left = np.where(v >= 0, pos, neg)
+                ax.barh(y, v, left=left, color=color, height=0.7, edgecolor="white", lw=0.5)
+                pos += np.maximum(v, 0.0)
+                neg += np.minimum(v, 0.0)
+            right = max(right, float(pos.max()))
+            for yk, x, r in zip(y, pos, prow, strict=True):
+                ax.annotate(
+                    f" {fmt(r['efficiency'])}",
+                    (x, yk),
+                    va="center",
+                    fontsize=6.5,
+                    color="0.25",
+                    annotation_clip=False,
+                )
+            labels = [f"{s} vs {b}" for s, b in reversed(pairings[config])]
+            ax.set_yticks(np.arange(len(labels)), labels if j == 0 else [], fontsize=7.5)
+            ax.set_ylim(-0.6, len(labels) - 0.4)
+            ax.set_title(f"{config} / {rule}", fontsize=10, loc="left")
+            ax.axvline(0.0, color="0.3", lw=0.8)
+            ax.grid(axis="x", alpha=0.3)
+            ax.tick_params(axis="x", labelsize=8)
+        lo, hi = grid[i, 0].get_xlim()
+        grid[i, 0].set_xlim(lo, max(hi, 1.18 * right))  # room for the efficiency labels
+    for ax in grid[-1]:
+        ax.set_xlabel("mean per market (price units)", fontsize=8)
     handles = [Patch(color=c, label=label) for _, label, c in SPLIT_PARTS]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle("Surplus split per pairing (mean per market)", fontsize=11)
+    fig.suptitle("Surplus split per pairing (mean per market; labels: efficiency)", fontsize=11)
     _save(fig, Path(path))
     return Path(path)
 

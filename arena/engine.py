@@ -79,7 +79,6 @@ class BatchedMarket:
         self.counter_product = np.full((b, n), -1, np.int64)
         self.counter_price = np.full((b, n), np.nan)
         self.profit = np.zeros(b)
-        self.n_trades = np.zeros(b, np.int64)
         self.seller_violations = np.zeros((b, NUM_VIOLATIONS), np.int64)
         self.buyer_violations = np.zeros((b, NUM_VIOLATIONS), np.int64)
 
@@ -320,7 +319,6 @@ class BatchedMarket:
         flat["active"][fi] &= ~mask
         self.n_active -= mask
         self.profit += np.where(mask, price - self._costs_flat[fp], 0.0)
-        self.n_trades += mask
 
     def _update_done(self, rows: np.ndarray) -> None:
         ended = (self.turn >= self.turns) | (self.n_active == 0) | (self.total_stock == 0)

@@ -328,15 +328,20 @@ def _f(x: float, digits: int = 2) -> str:
     return "n/a" if math.isnan(x) else f"{x:.{digits}f}"
 
 
+def _matchup_args(p: argparse.ArgumentParser) -> None:
+    """The flags that name one seller, one buyer side and one market structure."""
+    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
+    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
+    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
+    p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="arena", description="Two-sided agent market arena.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("play", help="play one market and print its transcript and outcome")
-    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
-    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
-    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
-    p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+    _matchup_args(p)
     p.add_argument("--seed", type=_nonneg_int, default=0, help="root seed")
     p.add_argument("--index", type=_nonneg_int, default=0, help="market index under the seed")
     p.set_defaults(func=cmd_play)
@@ -347,10 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_agents)
 
     p = sub.add_parser("eval", help="mean metrics with 95%% CIs over many markets")
-    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
-    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
-    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
-    p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+    _matchup_args(p)
     p.add_argument("--markets", type=_pos_int, default=1000, help="number of markets")
     p.add_argument("--seed", type=_nonneg_int, default=0, help="root seed")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")

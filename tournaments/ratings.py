@@ -42,6 +42,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 
+from arena.rewards import rating_score as score
+
 __all__ = [
     "PairedComparison",
     "PairedLeaderboard",
@@ -71,32 +73,6 @@ _NEWTON_TOL = 1e-15
 # ---------------------------------------------------------------------------
 # Scores and results
 # ---------------------------------------------------------------------------
-
-
-def score(profit: ArrayLike, buyer_surplus: ArrayLike, w_star: ArrayLike) -> float | np.ndarray:
-    """The seller's score for one market, in [0, 1]; the buyer side scores ``1 - score``.
-
-    ::
-
-        s = clip(0.5 + (profit - buyer_surplus) / (2 * W*), 0, 1)
-
-    where W* is the market's optimal welfare. Taking all of W* as profit gives 1, leaving all
-    of it to the buyers gives 0, an equal split gives 0.5. A market with ``W* <= 0`` has no
-    surplus to split and counts as a draw (0.5). NaN in any input gives NaN.
-
-    Arguments broadcast against each other; scalars in give a float out.
-    """
-    p = np.asarray(profit, dtype=float)
-    u = np.asarray(buyer_surplus, dtype=float)
-    w = np.asarray(w_star, dtype=float)
-    positive = w > 0
-    with np.errstate(invalid="ignore", over="ignore"):  # a tiny W* saturates the clip
-        raw = np.clip(0.5 + (p - u) / (2.0 * np.where(positive, w, 1.0)), 0.0, 1.0)
-    out = np.where(positive, raw, 0.5)
-    out = np.where(np.isnan(w), np.nan, out)
-    if out.ndim == 0:
-        return float(out)
-    return out
 
 
 def expected_score(

@@ -56,8 +56,14 @@ class SellerPolicy(abc.ABC):
     def reset(self, batch_size: int) -> None:  # noqa: B027 - most policies are stateless
         """Start a new batch of episodes (clear any per-market state)."""
 
-    def reveal(self, batch: MarketBatch) -> None:  # noqa: B027
-        """Called after ``reset`` with the full instances, for ``sees_private`` policies only."""
+    def restart(self, rows: np.ndarray) -> None:  # noqa: B027 - stateless policies need none
+        """Rows (a (B,) bool mask) whose markets start afresh in the middle of a batch (an
+        environment's per-row reset): forget what the policy remembers about them. The
+        conformance check holds every policy to playing a restarted row as a fresh one."""
+
+    def reveal(self, batch: MarketBatch, rows: np.ndarray | None = None) -> None:  # noqa: B027
+        """Called after ``reset`` (all rows) or ``restart`` (``rows``) with the full
+        instances, for ``sees_private`` policies only."""
 
     @abc.abstractmethod
     def act(self, obs: SellerObs) -> SellerAction: ...
@@ -71,6 +77,9 @@ class BuyerPolicy(abc.ABC):
 
     def reset(self, batch_size: int) -> None:  # noqa: B027
         """Start a new batch of episodes."""
+
+    def restart(self, rows: np.ndarray) -> None:  # noqa: B027
+        """Rows (a (B,) bool mask) whose markets start afresh; see ``SellerPolicy.restart``."""
 
     def kinds(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
         """(B, N) which buyers are agents when this policy plays them. One policy plays

@@ -7,7 +7,10 @@ random opponent and checks:
   the rows that matter; no exception;
 * valid decisions (``strict``): no violations of the rules on live markets;
 * determinism: a fresh policy built with the same seed plays identically;
-* batch invariance: playing B markets at once equals playing each alone.
+* batch invariance: playing B markets at once equals playing each alone;
+* per-row restarts: in an environment that restarts each row as its market ends
+  (``agents.env``), every market played after a restart plays exactly as it does
+  alone with a fresh policy (a stateful policy must forget restarted rows).
 
 ``check_seller`` / ``check_buyer`` return a list of problems (empty: conforms),
 so a caller can print all of them at once.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.env import SellerEnv
 from agents.rollout import play_batch
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
@@ -172,7 +176,67 @@ def _check(
             problems.append(
                 f"config {c}: batch of {markets} differs from one at a time ({', '.join(diff)})"
             )
+        try:
+            problems += [f"config {c}: {p}" for p in _restarts(side, factory, cfg, seed + c)]
+        except Exception as err:  # noqa: BLE001
+            problems.append(f"config {c}: raised {type(err).__name__} under restarts: {err}")
     return problems
+
+
+_RESTART_ROWS = 4
+_RESTART_STEPS = 40
+_EPISODE_KEYS = ("profit", "buyer_surplus", "trades", "turns_used", "seller_violations")
+
+
+def _restarts(side: str, factory: Callable, cfg: MarketConfig, seed: int) -> list[str]:
+    """Markets played after per-row restarts against markets played alone."""
+    policy = factory(seed)
+    if side == "seller":
+        learner, env = (
+            policy,
+            SellerEnv(cfg, RandomBuyer(), _RESTART_ROWS, seed=seed, markets="exact"),
+        )
+    else:
+        learner, env = (
+            RandomSeller(),
+            SellerEnv(cfg, policy, _RESTART_ROWS, seed=seed, markets="exact"),
+        )
+    obs = env.reset()
+    learner.reset(_RESTART_ROWS)
+    if learner.sees_private:
+        learner.reveal(env.batch)
+    seen: dict[int, tuple] = {}
+    for _ in range(_RESTART_STEPS):
+        step = env.step(learner.act(obs))
+        if step.done.any():
+            ep = step.info["episodes"]
+            for k, index in enumerate(ep["index"]):
+                seen[int(index)] = tuple(float(ep[name][k]) for name in _EPISODE_KEYS)
+            learner.restart(step.done)
+            if learner.sees_private:
+                learner.reveal(env.batch, step.done)
+        obs = step.obs
+    later = sorted(i for i in seen if i >= _RESTART_ROWS)  # markets that began on a restart
+    if not later:
+        return [f"no market ended within {_RESTART_STEPS} turns of {_RESTART_ROWS} rows"]
+    bad = []
+    for index in later:
+        batch = generate_batch(cfg, seed, [index])
+        fresh = factory(seed)
+        pair = (fresh, RandomBuyer()) if side == "seller" else (RandomSeller(), fresh)
+        e = play_batch(batch, *pair)
+        alone = (
+            e.profit[0],
+            e.buyer_surplus()[0].sum(),
+            (e.bought[0] >= 0).sum(),
+            e.turn[0],
+            e.seller_violations[0].sum(),
+        )
+        if tuple(float(x) for x in alone) != seen[index]:
+            bad.append(index)
+    if bad:
+        return [f"markets {bad} play differently after a per-row restart than alone"]
+    return []
 
 
 def check_seller(

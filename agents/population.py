@@ -81,6 +81,10 @@ class Population(BuyerPolicy):
         for member in self.members:
             member.reset(batch_size)
 
+    def restart(self, rows: np.ndarray) -> None:
+        for member in self.members:
+            member.restart(rows)
+
     def act(self, obs: BuyerObs) -> BuyerAction:
         if self.shares is None:
             who = obs.is_agent.astype(np.int64)

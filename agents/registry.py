@@ -105,6 +105,9 @@ class Disclosing(BuyerPolicy):
     def reset(self, batch_size: int) -> None:
         self.inner.reset(batch_size)
 
+    def restart(self, rows: np.ndarray) -> None:
+        self.inner.restart(rows)
+
     def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
         return np.asarray(is_agent, bool).copy()
 

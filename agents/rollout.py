@@ -3,44 +3,46 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.env import SellerEnv, Step
 from arena.engine import BatchedMarket
 from arena.generator import MarketBatch, MarketInstance, stack_instances
 from arena.market import Market
 from arena.messages import BuyerMessage, Decision, Offer, SellerMessage
+from arena.observation import SellerObs
 
 
-def play_batch(batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy) -> BatchedMarket:
+def play_batch(
+    batch: MarketBatch,
+    seller: SellerPolicy,
+    buyer: BuyerPolicy,
+    *,
+    on_step: Callable[[SellerObs, SellerAction, Step], None] | None = None,
+    rewards: bool = False,
+) -> BatchedMarket:
     """Play every market of ``batch`` to the end; returns the finished engine.
 
-    The buyer policy decides which buyers are agents (``kinds``), so the batch the
-    engine plays may differ from ``batch`` in ``is_agent`` only."""
-    batch = with_buyer_kinds(batch, buyer)
-    disclose = buyer.disclose(batch.is_agent, batch.keys)
-    engine = BatchedMarket(batch, disclose)
+    A thin loop over ``agents.env.SellerEnv`` (the project's one game loop). The buyer
+    policy decides which buyers are agents (``kinds``), so the batch the engine plays may
+    differ from ``batch`` in ``is_agent`` only. ``on_step(obs, action, step)`` sees every
+    turn (to collect trajectories); ``rewards`` adds the seller's rewards to each step
+    (it costs one oracle solve per market)."""
+    env = SellerEnv.from_batch(batch, buyer, rewards=rewards)
+    obs = env.reset()
     seller.reset(batch.size)
     if seller.sees_private:
-        seller.reveal(batch)
-    buyer.reset(batch.size)
-    while not engine.all_done:
-        a = seller.act(engine.seller_observation())
-        prompt = engine.offer(a.to, a.product, a.price, a.malformed)
-        if prompt is not None:
-            d = buyer.act(prompt)
-            engine.answer(d.decision, d.product, d.price, d.malformed)
-    return engine
-
-
-def with_buyer_kinds(batch: MarketBatch, buyer: BuyerPolicy) -> MarketBatch:
-    """The batch with ``is_agent`` as the buyer policy plays it."""
-    kinds = np.asarray(buyer.kinds(batch.is_agent, batch.keys), bool)
-    if np.array_equal(kinds, batch.is_agent):
-        return batch
-    kinds.flags.writeable = False
-    return dataclasses.replace(batch, is_agent=kinds)
+        seller.reveal(env.batch)
+    while not env.engine.all_done:
+        action = seller.act(obs)
+        step = env.step(action)
+        if on_step is not None:
+            on_step(obs, action, step)
+        obs = step.obs
+    return env.engine
 
 
 def play_reference(instance: MarketInstance, seller: SellerPolicy, buyer: BuyerPolicy) -> Market:

@@ -38,6 +38,21 @@ MAX_PRICE = 10.0**MAX_PRICE_DIGITS  # the protocol writes no price at or above t
 
 _INVALID = int(LastDecision.INVALID)
 
+# Per-buyer state, (B, N) each: name -> (value at the start of a market, dtype).
+_BUYER_STATE: dict[str, tuple[object, type]] = {
+    "active": (True, bool),
+    "bought": (-1, np.int64),
+    "paid": (np.nan, np.float64),
+    "left": (False, bool),
+    "n_messages": (0, np.int64),
+    "first_price": (np.nan, np.float64),
+    "last_product": (-1, np.int64),
+    "last_price": (np.nan, np.float64),
+    "last_decision": (int(LastDecision.NONE), np.int64),
+    "counter_product": (-1, np.int64),
+    "counter_price": (np.nan, np.float64),
+}
+
 
 class BatchedMarket:
     """B markets of one config, stepped together."""
@@ -55,29 +70,14 @@ class BatchedMarket:
         self._row_n = self._ar * n
         self._row_m = self._ar * m
 
-        self.values = batch.values
-        self.costs = batch.costs
-        self._values_rows = batch.values.reshape(b * n, m)
-        self._costs_flat = batch.costs.reshape(b * m)
-        self.is_agent = batch.is_agent
-        self.disclosed = disclosed_flags(cfg.disclosure, batch.is_agent, disclose)
-
+        self._bind(batch, disclose)
         self.turn = np.zeros(b, np.int64)
         self.done = np.zeros(b, bool)
         self.stock = batch.inventory.astype(np.int64, copy=True)
         self.total_stock = self.stock.sum(axis=1)
-        self.active = np.ones((b, n), bool)
         self.n_active = np.full(b, n, np.int64)
-        self.bought = np.full((b, n), -1, np.int64)
-        self.paid = np.full((b, n), np.nan)
-        self.left = np.zeros((b, n), bool)
-        self.n_messages = np.zeros((b, n), np.int64)
-        self.first_price = np.full((b, n), np.nan)
-        self.last_product = np.full((b, n), -1, np.int64)
-        self.last_price = np.full((b, n), np.nan)
-        self.last_decision = np.full((b, n), int(LastDecision.NONE), np.int64)
-        self.counter_product = np.full((b, n), -1, np.int64)
-        self.counter_price = np.full((b, n), np.nan)
+        for name, (fill, dtype) in _BUYER_STATE.items():
+            setattr(self, name, np.full((b, n), fill, dtype))
         self.profit = np.zeros(b)
         self.seller_violations = np.zeros((b, NUM_VIOLATIONS), np.int64)
         self.buyer_violations = np.zeros((b, NUM_VIOLATIONS), np.int64)
@@ -89,23 +89,46 @@ class BatchedMarket:
         self._pend_price = np.full(b, np.nan)
 
         # Flat views share memory with the (B, N) / (B, M) arrays above.
-        self._f = {
-            name: getattr(self, name).reshape(-1)
-            for name in (
-                "active",
-                "bought",
-                "paid",
-                "left",
-                "n_messages",
-                "first_price",
-                "last_product",
-                "last_price",
-                "last_decision",
-                "counter_product",
-                "counter_price",
-            )
-        }
+        self._f = {name: getattr(self, name).reshape(-1) for name in _BUYER_STATE}
         self._stock_flat = self.stock.reshape(-1)
+
+    def _bind(self, batch: MarketBatch, disclose: np.ndarray | None) -> None:
+        """Take the instances (and the disclosure flags they imply) from ``batch``."""
+        b, n, m = self.shape
+        self.batch = batch
+        self.values = batch.values
+        self.costs = batch.costs
+        self._values_rows = batch.values.reshape(b * n, m)
+        self._costs_flat = batch.costs.reshape(b * m)
+        self.is_agent = batch.is_agent
+        self.disclosed = disclosed_flags(self.config.disclosure, batch.is_agent, disclose)
+
+    def restart(
+        self, rows: np.ndarray, batch: MarketBatch, disclose: np.ndarray | None = None
+    ) -> None:
+        """Start fresh markets in ``rows`` (a (B,) bool mask), between turns.
+
+        ``batch`` holds the instances to play from now on: the new markets in ``rows`` and,
+        elsewhere, the very markets being played (their state carries on). ``disclose`` is
+        the buyers' wish under the voluntary rule, for the whole new batch. A restarted row
+        plays exactly as a fresh engine on its new market would (tested)."""
+        rows = _flags(rows, self.shape[0])
+        if self.pending.any():
+            raise RuntimeError("answers are pending; restart between turns")
+        if batch.values.shape != self.shape or batch.config != self.config:
+            raise ValueError("restart needs a batch of the same config and shape")
+        self._bind(batch, disclose)
+        n = self.shape[1]
+        self.turn[rows] = 0
+        self.done[rows] = False
+        self.stock[rows] = batch.inventory[rows]
+        self.total_stock[rows] = self.stock[rows].sum(axis=1)
+        self.n_active[rows] = n
+        for name, (fill, _) in _BUYER_STATE.items():
+            getattr(self, name)[rows] = fill
+        self.profit[rows] = 0.0
+        self.seller_violations[rows] = 0
+        self.buyer_violations[rows] = 0
 
     # ------------------------------------------------------------------ views
     @property
@@ -136,7 +159,8 @@ class BatchedMarket:
             key=self.batch.keys,
         )
 
-    def _buyer_observation(self) -> BuyerObs:
+    def buyer_observation(self) -> BuyerObs:
+        """The view of the buyers the markets ask now (``needs_answer``: those waiting)."""
         f = self._pend_flat
         flat = self._f
         return BuyerObs(
@@ -240,7 +264,7 @@ class BatchedMarket:
         self._pend_product = np.where(valid, offer_product, -1)
         self._pend_price = np.where(valid, offer_price, np.nan)
         self._update_done(~self.pending)
-        return self._buyer_observation() if self.pending.any() else None
+        return self.buyer_observation() if self.pending.any() else None
 
     # ------------------------------------------------------------------ buyer
     def answer(

@@ -12,7 +12,7 @@ types, so one policy drives either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 
 import numpy as np
@@ -107,3 +107,15 @@ class BuyerObs:
 def as_batch(x: np.ndarray | float | int, dtype: type | None = None) -> np.ndarray:
     """A scalar or per-market value as a length-1 batch (used by the scalar market)."""
     return np.asarray([x], dtype=dtype)
+
+
+def take_rows(obs: SellerObs | BuyerObs, rows: np.ndarray) -> SellerObs | BuyerObs:
+    """The observation of the markets ``rows`` (indices) only: every per-market array sliced
+    along the batch axis, the config-wide fields kept. A batch-invariant policy decides a
+    sub-batch exactly as it decides those rows of the whole."""
+    b = obs.batch_size
+    out = {}
+    for f in fields(obs):
+        x = getattr(obs, f.name)
+        out[f.name] = x[rows] if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == b else x
+    return type(obs)(**out)

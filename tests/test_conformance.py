@@ -11,6 +11,7 @@ from agents import registry
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.conformance import RandomBuyer, RandomSeller, check_buyer, check_seller
 from agents.scripted.buyers import Truthful
+from agents.scripted.sellers import GreedyMatcher
 
 
 @pytest.mark.parametrize("name", [e.name for e in registry.entries("seller")])
@@ -82,3 +83,17 @@ def test_the_check_catches_broken_policies():
     problems = check_seller(lambda seed: Violator())
     assert any("violations by the seller" in p for p in problems), problems
     assert check_seller(lambda seed: Violator(), strict=False) == []
+
+
+@dataclass
+class Forgetful(GreedyMatcher):
+    """Remembers refusals but keeps them across a per-row restart."""
+
+    def restart(self, rows):
+        pass
+
+
+def test_the_check_catches_a_policy_that_remembers_restarted_rows():
+    problems = check_seller(lambda seed: Forgetful())
+    assert any("per-row restart" in p for p in problems), problems
+    assert check_seller(lambda seed: GreedyMatcher()) == []

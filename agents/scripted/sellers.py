@@ -249,6 +249,12 @@ class GreedyMatcher(SellerPolicy):
         self._caps = None
         self._table = None
 
+    def restart(self, rows: np.ndarray) -> None:
+        if self._caps is not None:
+            self._caps[rows] = np.inf
+        if self._table is not None:
+            self._table[2][rows] = np.nan  # never equal to a cap: the rows are recomputed
+
     def _best(self, s, caps, cost, sigma: float, obs: SellerObs):
         """Step 2 for pairs laid out as arrays (..., M): the best grid price and its value."""
         z = np.linspace(-3.0, 1.5, self.grid)
@@ -392,6 +398,15 @@ class PricingBandit(SellerPolicy):
         self._pend_to = np.zeros(batch_size, np.int64)
         self._pend_gain = np.zeros(batch_size)
 
+    def restart(self, rows: np.ndarray) -> None:
+        if self.counts is None:
+            return
+        self.counts[rows] = 0
+        self.rewards[rows] = 0.0
+        self._pend_arm[rows] = -1
+        if self._caps is not None:
+            self._caps[rows] = np.inf
+
     def act(self, obs: SellerObs) -> SellerAction:
         b = obs.batch_size
         if self.counts is None or self.counts.shape[0] != b:
@@ -491,6 +506,10 @@ class DisclosureAware(SellerPolicy):
     def reset(self, batch_size: int) -> None:
         self._caps = None
 
+    def restart(self, rows: np.ndarray) -> None:
+        if self._caps is not None:
+            self._caps[rows] = np.inf
+
     def act(self, obs: SellerObs) -> SellerAction:
         if self._caps is None or self._caps.shape != obs.signals.shape:
             self._caps = _fresh_caps(obs)
@@ -563,24 +582,37 @@ class OracleSeller(SellerPolicy):
         self._plan_price = np.zeros((batch_size, 1))
         self._next = np.zeros(batch_size, np.int64)
 
-    def reveal(self, batch: MarketBatch) -> None:
+    def restart(self, rows: np.ndarray) -> None:
+        if self._next is not None:
+            self._next[rows] = 0
+            self._plan_to[rows] = -1
+
+    def reveal(self, batch: MarketBatch, rows: np.ndarray | None = None) -> None:
         lo, hi = batch.config.price_range
-        plans = []
-        for b in range(batch.size):
+        todo = np.arange(batch.size) if rows is None else np.flatnonzero(rows)
+        if rows is None or self._next is None or self._next.shape[0] != batch.size:
+            self.reset(batch.size)
+        plans = {}
+        for b in todo:
             v, c = batch.values[b], batch.costs[b]
             pairs = optimal_assignment(v, c, batch.inventory[b], max_trades=batch.config.turns)
             pairs.sort(key=lambda ij, v=v, c=c: (-(v[ij] - c[ij[1]]), ij[0]))
-            plans.append(pairs)
-        width = max(1, max(len(p) for p in plans))
-        self._plan_to = np.full((batch.size, width), -1, np.int64)
-        self._plan_product = np.full((batch.size, width), -1, np.int64)
-        self._plan_price = np.zeros((batch.size, width))
-        for b, pairs in enumerate(plans):
+            plans[b] = pairs
+        width = max([1, self._plan_to.shape[1], *(len(p) for p in plans.values())])
+        if width > self._plan_to.shape[1]:
+            pad = ((0, 0), (0, width - self._plan_to.shape[1]))
+            self._plan_to = np.pad(self._plan_to, pad, constant_values=-1)
+            self._plan_product = np.pad(self._plan_product, pad, constant_values=-1)
+            self._plan_price = np.pad(self._plan_price, pad)
+        for b, pairs in plans.items():
+            self._plan_to[b] = -1
+            self._plan_product[b] = -1
+            self._plan_price[b] = 0.0
             for t, (i, j) in enumerate(pairs):
                 self._plan_to[b, t] = i
                 self._plan_product[b, t] = j
                 self._plan_price[b, t] = np.clip(batch.values[b, i, j], lo, hi)
-        self._next = np.zeros(batch.size, np.int64)
+            self._next[b] = 0
         self._gain = batch.values - batch.costs[:, None, :]  # (B, N, M) v - c
 
     def act(self, obs: SellerObs) -> SellerAction:

@@ -1,0 +1,435 @@
+"""Per-side environments over the batched engine: the one game loop of the project.
+
+``SellerEnv`` hands a learner the seller's side of B markets of one config and plays
+the buyers inside; ``BuyerEnv`` hands it the buyers' side and plays the seller inside.
+``agents.rollout.play_batch`` (tournaments, evaluation), the trainers and the
+Gymnasium/PettingZoo adapters all run on these two classes. The contract:
+
+* ``reset(seed=None) -> obs``: B fresh markets (the seed, when given, replaces the
+  environment's root seed).
+* ``step(action) -> Step(obs, reward, done, info)``: the learner's action for every
+  live market, the opponent's reply, the next observation.
+* ``done[b]``: the market of row b ended during this step. With ``autoreset`` the row
+  starts a fresh market at once and ``obs`` already shows the new market (same-step
+  reset), so no row idles; a stateful learner calls its ``restart(done)``. Without,
+  the row stays ended, its actions are ignored and its rewards are 0 until ``reset``.
+* ``info["episodes"]`` (with rewards on): metrics of the markets that ended in this
+  step: ``rows``, ``index`` (the market index), and per market ``profit``,
+  ``buyer_surplus``, ``w_star``, ``capture``, ``efficiency``, ``trades``,
+  ``turns_used``, ``seller_violations``, ``buyer_violations`` and ``return`` (the
+  learner's rewards summed over the market: the seller's, or the sum over its buyers).
+
+Rewards are ``arena.rewards``'s, paid turn by turn so that a market's rewards sum to
+its episode reward: the seller gets ``(profit gained) / W*_T - penalty * violations``;
+each buyer its own surplus gained, on the price-range scale, as a (B, N) array (buyers
+are independent learners sharing one network; nothing is pooled).
+
+Markets: market k of an environment is drawn from (config, seed, k). Row b starts with
+market b; each restart takes the next unused index, rows in order, so a run is a pure
+function of the seed and the actions. ``markets="keyed"`` (default) draws them with
+``arena.generator.generate_keyed_batch`` (fast; for training), ``"exact"`` with
+``generate_batch`` (the markets every tournament and evaluation meets).
+
+Opponents: one policy, or several with ``weights``. Rows are split between them in
+contiguous blocks (largest remainder), each row is played by one opponent for the
+environment's lifetime, and each opponent decides only its rows, as a sub-batch (a
+batch-invariant policy decides a sub-batch as it decides those rows of the whole), so
+one batch mixes opponent types at the cost of one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from arena.config import MarketConfig
+from arena.engine import BatchedMarket
+from arena.generator import MarketBatch, generate_batch, generate_keyed_batch, replace_rows
+from arena.metrics import welfare_bounds
+from arena.observation import BuyerObs, SellerObs, take_rows
+from arena.rewards import VIOLATION_PENALTY, profit_scale
+
+MARKET_SOURCES = ("keyed", "exact")
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """What ``step`` returns; ``reward`` is (B,) for the seller, (B, N) for the buyers."""
+
+    obs: SellerObs | BuyerObs
+    reward: np.ndarray | None
+    done: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def split_rows(batch_size: int, weights: Sequence[float]) -> list[np.ndarray]:
+    """Row indices of each opponent: contiguous blocks in proportion to ``weights``
+    (largest remainder, ties to the earlier opponent)."""
+    w = np.asarray(weights, float)
+    if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(
+            f"opponent weights must be non-negative with a positive sum, got {weights}"
+        )
+    raw = w / w.sum() * batch_size
+    counts = np.floor(raw).astype(np.int64)
+    order = np.argsort(-(raw - counts), kind="stable")
+    counts[order[: batch_size - counts.sum()]] += 1
+    edges = np.concatenate([[0], np.cumsum(counts)])
+    return [np.arange(edges[k], edges[k + 1]) for k in range(w.size)]
+
+
+def merge_actions(batch_size: int, parts: list[tuple[np.ndarray, Any]], cls: type) -> Any:
+    """One action for the whole batch from (rows, action of those rows) parts."""
+    if len(parts) == 1 and parts[0][0].size == batch_size:
+        return parts[0][1]
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in ("malformed", "texts")]
+    first = parts[0][1]
+    out = {n: np.zeros(batch_size, np.asarray(getattr(first, n)).dtype) for n in names}
+    malformed = np.zeros(batch_size, bool)
+    texts: list[str] | None = None
+    for rows, action in parts:
+        for n in names:
+            out[n][rows] = getattr(action, n)
+        if action.malformed is not None:
+            malformed[rows] = action.malformed
+        if action.texts is not None:
+            texts = texts if texts is not None else [""] * batch_size
+            for r, t in zip(rows.tolist(), action.texts, strict=True):
+                texts[r] = t
+    return cls(**out, malformed=malformed if malformed.any() else None, texts=texts)
+
+
+class _MarketEnv:
+    """What both sides share: markets, opponents, restarts, episode records."""
+
+    def __init__(
+        self,
+        config: MarketConfig,
+        opponents: Any,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        autoreset: bool = True,
+        markets: str = "keyed",
+        weights: Sequence[float] | None = None,
+        rewards: bool = True,
+        batch: MarketBatch | None = None,
+    ) -> None:
+        if markets not in MARKET_SOURCES:
+            raise ValueError(
+                f"markets: expected one of {', '.join(MARKET_SOURCES)}, got {markets!r}"
+            )
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.config = config
+        self.opponents = list(opponents) if isinstance(opponents, list | tuple) else [opponents]
+        if weights is None:
+            weights = [1.0] * len(self.opponents)
+        if len(weights) != len(self.opponents):
+            raise ValueError("one weight per opponent")
+        self.batch_size = batch_size
+        self.seed = int(seed)
+        self.autoreset = autoreset
+        self.markets = markets
+        self.rewards = rewards
+        self.groups = split_rows(batch_size, weights)
+        self._given = batch  # play this batch first (play_batch); later markets are drawn
+        self.engine: BatchedMarket | None = None
+
+    # ------------------------------------------------------------- markets
+    def _draw(self, indices: np.ndarray) -> MarketBatch:
+        if self.markets == "keyed":
+            return generate_keyed_batch(self.config, self.seed, indices)
+        return generate_batch(self.config, self.seed, indices)
+
+    def _with_kinds(self, raw: MarketBatch) -> tuple[MarketBatch, np.ndarray]:
+        """The batch with each buyer's kind as the side that plays it decides, and the
+        buyers' wishes to disclose (voluntary rule)."""
+        kinds, wish = self._kinds(raw)
+        kinds.flags.writeable = False
+        return dataclasses.replace(raw, is_agent=kinds), wish
+
+    def _start(self, raw: MarketBatch) -> None:
+        self._raw = raw
+        batch, wish = self._with_kinds(raw)
+        self.engine = BatchedMarket(batch, wish)
+        self._next_index = int(raw.indices.max()) + 1
+        self._scale = None
+        self._w_star = None
+        if self.rewards:
+            self._w_star = welfare_bounds(raw)
+            self._scale = profit_scale(self._w_star, self.config.width)
+        self._returns = np.zeros(self.batch_size)
+
+    def _restart(self, rows: np.ndarray) -> None:
+        """Fresh markets in ``rows`` (bool), the next unused indices in row order."""
+        k = int(rows.sum())
+        idx = np.arange(self._next_index, self._next_index + k)
+        self._next_index += k
+        new = self._draw(idx)
+        self._raw = replace_rows(self._raw, rows, new)
+        batch, wish = self._with_kinds(self._raw)
+        self.engine.restart(rows, batch, wish)
+        if self.rewards:
+            w = welfare_bounds(new)
+            self._w_star[rows] = w
+            self._scale[rows] = profit_scale(w, self.config.width)
+        self._returns[rows] = 0.0
+        for opp, g in zip(self.opponents, self.groups, strict=True):
+            sub = rows[g]
+            if sub.any():
+                opp.restart(sub)
+                if getattr(opp, "sees_private", False):
+                    opp.reveal(_sub_batch(self.engine.batch, g), sub)
+
+    def _reset_opponents(self) -> None:
+        for opp, g in zip(self.opponents, self.groups, strict=True):
+            opp.reset(g.size)
+            if getattr(opp, "sees_private", False):
+                opp.reveal(_sub_batch(self.engine.batch, g))
+
+    def _fresh(self, seed: int | None) -> None:
+        if seed is not None:
+            self.seed = int(seed)
+        if self._given is not None:
+            raw, self._given = self._given, None
+            if raw.size != self.batch_size or raw.config != self.config:
+                raise ValueError("the given batch must have batch_size markets of the config")
+        else:
+            raw = self._draw(np.arange(self.batch_size))
+        self._start(raw)
+        self._reset_opponents()
+
+    def _episodes(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Metrics of the markets in ``rows`` (bool), which have just ended."""
+        e = self.engine
+        got = e.bought[rows] >= 0
+        surplus = e.buyer_surplus()[rows].sum(axis=1)
+        profit = e.profit[rows]
+        out = {
+            "rows": np.flatnonzero(rows),
+            "index": self._raw.indices[rows].copy(),
+            "profit": profit.copy(),
+            "buyer_surplus": surplus,
+            "trades": got.sum(axis=1).astype(float),
+            "turns_used": e.turn[rows].astype(float),
+            "seller_violations": e.seller_violations[rows].sum(axis=1).astype(float),
+            "buyer_violations": e.buyer_violations[rows].sum(axis=1).astype(float),
+            "return": self._returns[rows].copy(),
+        }
+        if self._w_star is not None:
+            w = self._w_star[rows]
+            ok = w > 0
+            safe = np.where(ok, w, 1.0)
+            out["w_star"] = w.copy()
+            out["capture"] = np.where(ok, profit / safe, np.nan)
+            out["efficiency"] = np.where(ok, (profit + surplus) / safe, np.nan)
+        return out
+
+    def _kinds(self, raw: MarketBatch) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+
+def _sub_batch(batch: MarketBatch, rows: np.ndarray) -> MarketBatch:
+    if rows.size == batch.size:
+        return batch
+    return dataclasses.replace(
+        batch,
+        **{
+            n: getattr(batch, n)[rows]
+            for n in ("indices", "values", "costs", "inventory", "signals", "is_agent", "keys")
+        },
+    )
+
+
+class SellerEnv(_MarketEnv):
+    """The seller's side: the learner writes one message per market, the buyers answer.
+
+    ``buyers``: a buyer policy or population, or a list of them (with ``weights``) that
+    split the rows. ``penalty``: the reward's cost per seller violation.
+    """
+
+    def __init__(
+        self,
+        config: MarketConfig,
+        buyers: BuyerPolicy | Sequence[BuyerPolicy],
+        batch_size: int = 1024,
+        *,
+        penalty: float = VIOLATION_PENALTY,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config, buyers, batch_size, **kwargs)
+        self.penalty = penalty
+
+    @classmethod
+    def from_batch(cls, batch: MarketBatch, buyer: BuyerPolicy, **kwargs: Any) -> SellerEnv:
+        """An environment that plays exactly ``batch`` (no autoreset: its markets are the
+        episode)."""
+        kwargs.setdefault("autoreset", False)
+        return cls(batch.config, buyer, batch.size, seed=batch.seed, batch=batch, **kwargs)
+
+    def _kinds(self, raw: MarketBatch) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.opponents) == 1:
+            buyer = self.opponents[0]
+            kinds = np.asarray(buyer.kinds(raw.is_agent, raw.keys), bool)
+            return kinds, buyer.disclose(kinds, raw.keys)
+        kinds = np.zeros(raw.is_agent.shape, bool)
+        wish = np.zeros(raw.is_agent.shape, bool)
+        for buyer, g in zip(self.opponents, self.groups, strict=True):
+            kinds[g] = buyer.kinds(raw.is_agent[g], raw.keys[g])
+            wish[g] = buyer.disclose(kinds[g], raw.keys[g])
+        return kinds, wish
+
+    @property
+    def batch(self) -> MarketBatch:
+        """The markets being played (buyer kinds as the buyers play them)."""
+        return self.engine.batch
+
+    def reset(self, seed: int | None = None) -> SellerObs:
+        self._fresh(seed)
+        return self.engine.seller_observation()
+
+    def step(self, action: SellerAction) -> Step:
+        e = self.engine
+        live = ~e.done
+        if self.rewards:
+            profit0 = e.profit.copy()
+            viol0 = e.seller_violations.sum(axis=1)
+        prompt = e.offer(action.to, action.product, action.price, action.malformed)
+        if prompt is not None:
+            if len(self.opponents) == 1:
+                d = self.opponents[0].act(prompt)
+            else:
+                parts = [
+                    (g, o.act(take_rows(prompt, g)))
+                    for o, g in zip(self.opponents, self.groups, strict=True)
+                ]
+                d = merge_actions(self.batch_size, parts, BuyerAction)
+            e.answer(d.decision, d.product, d.price, d.malformed)
+        reward = None
+        done = e.done & live
+        info: dict[str, Any] = {}
+        if self.rewards:
+            gained = (e.profit - profit0) / self._scale
+            reward = gained - self.penalty * (e.seller_violations.sum(axis=1) - viol0)
+            self._returns += reward
+            if done.any():
+                info["episodes"] = self._episodes(done)
+        if self.autoreset and done.any():
+            self._restart(done)
+        return Step(e.seller_observation(), reward, done, info)
+
+
+class BuyerEnv(_MarketEnv):
+    """The buyers' side: the seller (inside) writes to one buyer per market, the learner
+    answers for that buyer. The learner plays every buyer of every market.
+
+    ``sellers``: a seller policy, or a list of them (with ``weights``) that split the
+    rows. ``kind``: the learner's kind (``agent`` by default); ``disclose``: whether its
+    agents disclose under the voluntary rule (True, False, or a function of (is_agent,
+    keys) giving a (B, N) mask).
+
+    Observations are ``BuyerObs`` of the buyer each market asks; rows with
+    ``needs_answer`` False wait for no answer (their market ended, or the seller's
+    message asked nothing) and their actions are ignored. Between two answers the seller
+    may send messages that ask nothing (invalid ones, or offers that meet a standing bid
+    and trade at once); ``step`` plays them, so every step asks at least one market.
+    """
+
+    def __init__(
+        self,
+        config: MarketConfig,
+        sellers: SellerPolicy | Sequence[SellerPolicy],
+        batch_size: int = 1024,
+        *,
+        kind: str = AGENT,
+        disclose: bool | Callable[[np.ndarray, np.ndarray], np.ndarray] = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config, sellers, batch_size, **kwargs)
+        self.kind = kind
+        self.disclose = disclose
+
+    def _kinds(self, raw: MarketBatch) -> tuple[np.ndarray, np.ndarray]:
+        kinds = np.full(raw.is_agent.shape, self.kind == AGENT)
+        if callable(self.disclose):
+            wish = np.asarray(self.disclose(kinds, raw.keys), bool)
+        else:
+            wish = np.full(kinds.shape, bool(self.disclose))
+        return kinds, wish
+
+    def reset(self, seed: int | None = None) -> BuyerObs:
+        self._fresh(seed)
+        self._surplus = np.zeros(self.engine.values.shape[:2])
+        self._reported = np.zeros(self.batch_size, bool)
+        self._begin_step()
+        obs, _ = self._seller_turns()
+        return obs
+
+    def step(self, action: BuyerAction) -> Step:
+        e = self.engine
+        self._begin_step()
+        if e.pending.any():
+            e.answer(action.decision, action.product, action.price, action.malformed)
+        obs, info = self._seller_turns()
+        self._collect()
+        return Step(obs, self._reward if self.rewards else None, self._ended, info)
+
+    def _begin_step(self) -> None:
+        self._reward = np.zeros_like(self._surplus)
+        self._ended = np.zeros(self.batch_size, bool)
+
+    def _collect(self) -> None:
+        """Add the surplus gained since the last look to the step's (B, N) reward."""
+        now = self.engine.buyer_surplus()
+        if self.rewards:
+            gained = (now - self._surplus) / self.config.width
+            self._reward += gained
+            self._returns += gained.sum(axis=1)
+        self._surplus = now
+
+    def _seller_turns(self) -> tuple[BuyerObs, dict[str, Any]]:
+        """Seller messages until some market waits for an answer (or, without autoreset,
+        every market has ended). Markets that end on the way are recorded and, with
+        autoreset, restarted; one that ends on the last message is recorded next step."""
+        e = self.engine
+        parts = []
+        while True:
+            ended = e.done & ~self._reported
+            if ended.any():
+                self._collect()
+                parts.append(self._episodes(ended))
+                self._ended |= ended
+                if self.autoreset:
+                    self._restart(ended)
+                    self._surplus[ended] = 0.0
+                else:
+                    self._reported |= ended
+            if e.all_done:
+                obs = e.buyer_observation()  # asks nobody
+                break
+            obs = self._offer()
+            if obs is not None:
+                break
+        info: dict[str, Any] = {}
+        if parts:
+            info["episodes"] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return obs, info
+
+    def _offer(self) -> BuyerObs | None:
+        e = self.engine
+        obs = e.seller_observation()
+        if len(self.opponents) == 1:
+            a = self.opponents[0].act(obs)
+        else:
+            parts = [
+                (g, o.act(take_rows(obs, g)))
+                for o, g in zip(self.opponents, self.groups, strict=True)
+            ]
+            a = merge_actions(self.batch_size, parts, SellerAction)
+        return e.offer(a.to, a.product, a.price, a.malformed)

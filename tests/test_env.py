@@ -1,0 +1,224 @@
+"""The per-side environments: per-row restarts, rewards, opponent mixtures, both sides."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents import registry
+from agents.env import BuyerEnv, SellerEnv, split_rows
+from agents.rollout import play_batch
+from agents.scripted.buyers import Haggler, Truthful
+from agents.scripted.sellers import GreedyMatcher, OracleSeller
+from arena.config import MarketConfig
+from arena.generator import generate_batch, generate_keyed_batch, replace_rows
+from arena.metrics import welfare_bounds
+from arena.rewards import buyer_reward, profit_scale, rating_score, seller_reward
+
+CFG = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
+IMPATIENT = MarketConfig(buyers=3, products=2, turns=8, patience=2, price_range=(100.0, 600.0))
+
+
+def _alone(cfg, seed, index, seller, buyer):
+    """(profit, buyer surplus, trades, turns) of market ``index`` played alone."""
+    e = play_batch(generate_batch(cfg, seed, [index]), seller, buyer)
+    return e.profit[0], e.buyer_surplus()[0].sum(), (e.bought[0] >= 0).sum(), e.turn[0]
+
+
+def _run_seller_env(env, seller, steps):
+    obs = env.reset()
+    seller.reset(env.batch_size)
+    if seller.sees_private:
+        seller.reveal(env.batch)
+    episodes = []
+    for _ in range(steps):
+        step = env.step(seller.act(obs))
+        if step.done.any():
+            episodes.append(step.info["episodes"])
+            seller.restart(step.done)
+            if seller.sees_private:
+                seller.reveal(env.batch, step.done)
+        obs = step.obs
+    return {k: np.concatenate([e[k] for e in episodes]) for k in episodes[0]}
+
+
+@pytest.mark.parametrize("cfg", [CFG, IMPATIENT])
+@pytest.mark.parametrize("make_seller", [GreedyMatcher, OracleSeller])
+def test_seller_env_markets_after_restarts_play_as_alone(cfg, make_seller):
+    opponents = [Truthful(), Haggler()]
+    env = SellerEnv(cfg, opponents, 5, weights=[3, 2], seed=7, markets="exact")
+    ep = _run_seller_env(env, make_seller(), 60)
+    assert len(ep["index"]) >= 20 and len(set(ep["index"].tolist())) == len(ep["index"])
+    assert set(range(5)) <= set(ep["index"].tolist())  # the first markets are 0..B-1
+    for k, index in enumerate(ep["index"]):
+        buyer = opponents[0] if ep["rows"][k] < 3 else opponents[1]
+        got = (ep["profit"][k], ep["buyer_surplus"][k], ep["trades"][k], ep["turns_used"][k])
+        assert got == _alone(cfg, 7, int(index), make_seller(), buyer)
+
+
+def test_seller_rewards_sum_to_the_episode_reward():
+    env = SellerEnv(CFG, registry.make("noisy_human", "buyer"), 8, seed=3, penalty=0.25)
+    ep = _run_seller_env(env, GreedyMatcher(), 40)
+    expected = seller_reward(ep["profit"], ep["seller_violations"], ep["w_star"], CFG.width, 0.25)
+    np.testing.assert_allclose(ep["return"], expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ep["capture"], ep["profit"] / ep["w_star"])
+
+
+def test_violations_are_penalized_step_by_step():
+    class Invalid(GreedyMatcher):
+        def act(self, obs):
+            a = super().act(obs)
+            return type(a)(to=a.to + 100, product=a.product, price=a.price)  # unknown buyer
+
+    env = SellerEnv(CFG, Truthful(), 3, seed=0, penalty=0.1)
+    obs = env.reset()
+    step = env.step(Invalid().act(obs))
+    np.testing.assert_allclose(step.reward, -0.1)
+
+
+def test_without_autoreset_rows_end_once_and_stay_ended():
+    env = SellerEnv(CFG, Truthful(), 6, seed=1, autoreset=False)
+    seller = GreedyMatcher()
+    obs = env.reset()
+    seller.reset(6)
+    ends = np.zeros(6, int)
+    for _ in range(CFG.turns + 3):
+        step = env.step(seller.act(obs))
+        ends += step.done
+        after = step.reward[env.engine.done & ~step.done]
+        assert np.all(after == 0)
+        obs = step.obs
+    assert env.engine.all_done and np.all(ends == 1)
+
+
+def test_environments_are_pure_functions_of_the_seed():
+    def run(seed):
+        env = SellerEnv(CFG, Truthful(), 16, seed=seed)
+        return _run_seller_env(env, GreedyMatcher(), 20)["profit"]
+
+    np.testing.assert_array_equal(run(4), run(4))
+    assert not np.array_equal(run(4), run(5))
+
+
+def test_play_batch_hook_sees_every_turn_with_rewards():
+    batch = generate_batch(CFG, 2, 10)
+    seen = []
+    engine = play_batch(
+        batch, GreedyMatcher(), Truthful(), on_step=lambda o, a, s: seen.append(s), rewards=True
+    )
+    total = sum(s.reward for s in seen)
+    scale = profit_scale(welfare_bounds(batch), CFG.width)
+    np.testing.assert_allclose(total, engine.profit / scale)
+    assert len(seen) == engine.turn.max()
+
+
+def test_buyer_env_markets_play_as_alone_and_rewards_are_own_surplus():
+    env = BuyerEnv(IMPATIENT, [GreedyMatcher(), OracleSeller()], 4, kind="human", seed=5,
+                   markets="exact")  # fmt: skip
+    learner = Truthful()
+    obs = env.reset()
+    per_buyer = np.zeros((4, IMPATIENT.buyers))
+    episodes, returns = [], []
+    for _ in range(60):
+        assert obs.needs_answer.any()
+        step = env.step(learner.act(obs))
+        per_buyer += step.reward
+        if step.done.any():
+            ep = step.info["episodes"]
+            episodes.append(ep)
+            returns.append(per_buyer[step.done].sum(axis=1))
+            per_buyer[step.done] = 0.0
+        obs = step.obs
+    ep = {k: np.concatenate([e[k] for e in episodes]) for k in episodes[0]}
+    assert len(ep["index"]) >= 10
+    for k, index in enumerate(ep["index"]):
+        seller = GreedyMatcher() if ep["rows"][k] < 2 else OracleSeller()
+        got = (ep["profit"][k], ep["buyer_surplus"][k], ep["trades"][k], ep["turns_used"][k])
+        assert got == _alone(IMPATIENT, 5, int(index), seller, Truthful())
+    np.testing.assert_allclose(np.concatenate(returns), ep["buyer_surplus"] / IMPATIENT.width)
+    np.testing.assert_allclose(ep["return"], ep["buyer_surplus"] / IMPATIENT.width)
+
+
+def test_buyer_env_without_autoreset_ends_with_nobody_asked():
+    env = BuyerEnv(CFG, GreedyMatcher(), 5, seed=2, autoreset=False)
+    obs = env.reset()
+    ends = np.zeros(5, int)
+    for _ in range(50):
+        step = env.step(Truthful().act(obs))
+        ends += step.done
+        obs = step.obs
+        if env.engine.all_done:
+            break
+    assert env.engine.all_done and not obs.needs_answer.any() and np.all(ends == 1)
+    assert env.engine.is_agent.all()  # the learner plays agent buyers by default
+
+
+def test_buyer_env_disclosure_choice_reaches_the_seller():
+    cfg = MarketConfig(buyers=4, products=2, disclosure="voluntary")
+    shown = BuyerEnv(cfg, GreedyMatcher(), 3, disclose=True)
+    shown.reset()
+    assert shown.engine.disclosed.all()
+    picky = BuyerEnv(cfg, GreedyMatcher(), 3, disclose=lambda a, k: (np.arange(4) < 1) & a)
+    picky.reset()
+    np.testing.assert_array_equal(picky.engine.disclosed.sum(axis=1), [1, 1, 1])
+
+
+def test_split_rows():
+    groups = split_rows(10, [1, 1, 1])
+    assert [g.size for g in groups] == [4, 3, 3]
+    np.testing.assert_array_equal(np.concatenate(groups), np.arange(10))
+    assert [g.size for g in split_rows(5, [0, 2])] == [0, 5]
+    for bad in ([], [-1, 2], [0, 0], [np.nan]):
+        with pytest.raises(ValueError, match="weights"):
+            split_rows(4, bad)
+
+
+def test_bad_environment_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="markets"):
+        SellerEnv(CFG, Truthful(), 4, markets="random")
+    with pytest.raises(ValueError, match="batch_size"):
+        SellerEnv(CFG, Truthful(), 0)
+    with pytest.raises(ValueError, match="one weight per opponent"):
+        SellerEnv(CFG, [Truthful(), Haggler()], 4, weights=[1.0])
+
+
+# ---------------------------------------------------------------------- keyed markets
+def test_keyed_markets_depend_only_on_config_seed_and_index():
+    whole = generate_keyed_batch(CFG, 9, np.arange(6))
+    part = generate_keyed_batch(CFG, 9, [4, 1])
+    for name in ("values", "costs", "signals", "is_agent", "keys"):
+        np.testing.assert_array_equal(getattr(part, name), getattr(whole, name)[[4, 1]])
+    other = generate_keyed_batch(CFG, 10, np.arange(6))
+    assert not np.array_equal(other.values, whole.values)
+    assert np.all(whole.is_agent.sum(axis=1) == CFG.num_agents)
+    assert not whole.values.flags.writeable
+
+
+def test_keyed_markets_follow_the_valuation_model():
+    cfg = MarketConfig(buyers=6, products=3, value_correlation=0.3, signal_noise=0.2)
+    exact = generate_batch(cfg, 0, 3000)
+    keyed = generate_keyed_batch(cfg, 0, np.arange(3000))
+    for name in ("values", "costs", "signals"):
+        a, b = getattr(exact, name), getattr(keyed, name)
+        assert abs(a.mean() - b.mean()) < 0.5 and abs(a.std() - b.std()) < 0.5
+    noise = (keyed.signals - keyed.values) / cfg.width
+    assert abs(noise.std() - 0.2) < 0.005 and abs(noise.mean()) < 0.005
+
+
+def test_replace_rows():
+    base = generate_batch(CFG, 0, 4)
+    new = generate_batch(CFG, 0, [10, 11])
+    out = replace_rows(base, np.array([False, True, False, True]), new)
+    np.testing.assert_array_equal(out.indices, [0, 10, 2, 11])
+    np.testing.assert_array_equal(out.values[1], new.values[0])
+    with pytest.raises(ValueError):
+        replace_rows(base, np.array([True, False, False, False]), new)
+
+
+# ---------------------------------------------------------------------- rewards
+def test_rewards_are_the_documented_functions():
+    np.testing.assert_allclose(seller_reward([10.0, 4.0], [0, 2], [20.0, 0.0], 100.0, 0.5),
+                               [0.5, 0.04 - 1.0])  # fmt: skip
+    np.testing.assert_allclose(buyer_reward([[10.0, 0.0]], [50.0]), [[0.2, 0.0]])
+    assert rating_score(7.0, 3.0, 10.0) == pytest.approx(0.7)
+    assert rating_score(1.0, 0.0, 0.0) == 0.5

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +54,7 @@ class Entry:
     reference: bool = False  # sees private information: an upper reference, not a competitor
     hosting: str = "worker"  # "actor": expensive (e.g. a language model), served from its own actor
     num_gpus: float = 0.0  # what its own actor asks of a cluster
+    source: str = ""  # the checkpoint directory it is built from, if any
 
     @property
     def base_name(self) -> str:
@@ -60,16 +64,12 @@ class Entry:
     @property
     def all_params(self) -> dict[str, Any]:
         """Every parameter with its value for this entry (factory defaults included)."""
-        out = {
-            f.name: f.default
-            for f in dataclasses.fields(self.factory)
-            if f.init and f.name != "seed" and f.default is not dataclasses.MISSING
-        }
+        out = {k: v for k, v in _factory_params(self.factory).items() if k != "seed"}
         return {**out, **self.params}
 
     def build(self, seed: int = 0, **overrides: Any) -> SellerPolicy | BuyerPolicy:
         params = {**self.params, **overrides}
-        names = {f.name for f in dataclasses.fields(self.factory)}
+        names = set(_factory_params(self.factory, defaults_only=False))
         if "seed" in names:
             params.setdefault("seed", policy_seed(seed, self.base_name))
         unknown = sorted(set(params) - names)
@@ -79,6 +79,25 @@ class Entry:
         if self.disclosed:
             policy = Disclosing(policy)
         return policy
+
+
+def _factory_params(factory: Callable[..., Any], defaults_only: bool = True) -> dict[str, Any]:
+    """The keyword parameters a factory takes, with their defaults: a dataclass's init
+    fields, or any other callable's signature (a torch policy class, a loader)."""
+    if dataclasses.is_dataclass(factory):
+        fields = [f for f in dataclasses.fields(factory) if f.init]
+        return {
+            f.name: f.default
+            for f in fields
+            if not defaults_only or f.default is not dataclasses.MISSING
+        }
+    out = {}
+    for p in inspect.signature(factory).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.default is not p.empty or not defaults_only:
+            out[p.name] = None if p.default is p.empty else p.default
+    return out
 
 
 def policy_seed(root: int, name: str) -> int:
@@ -123,12 +142,7 @@ def register(entry: Entry) -> None:
         raise ValueError(f"entry {entry.name!r} is registered twice")
     _ENTRIES[entry.name] = entry
     if entry.side == "buyer" and entry.kind == AGENT and not entry.disclosed:
-        twin = dataclasses.replace(
-            entry,
-            name=entry.name + DISCLOSED_SUFFIX,
-            disclosed=True,
-            description=entry.description + " Discloses that it is an agent.",
-        )
+        twin = _disclosed_twin(entry)
         _ENTRIES[twin.name] = twin
 
 
@@ -137,7 +151,10 @@ def entries(side: str | None = None) -> list[Entry]:
 
 
 def get(name: str, side: str | None = None) -> Entry:
+    """The entry of a registered name or of a checkpoint directory (a path)."""
     entry = _ENTRIES.get(name)
+    if entry is None and looks_like_path(name):
+        entry = checkpoint_entry(name)
     if entry is None or (side is not None and entry.side != side):
         known = ", ".join(e.name for e in entries(side))
         what = f"{side} " if side else ""
@@ -145,6 +162,52 @@ def get(name: str, side: str | None = None) -> Entry:
             raise UnknownEntry(f"{name!r} is a {entry.side}, not a {side}; {side}s: {known}")
         raise UnknownEntry(f"unknown {what}entry {name!r}; known: {known}")
     return entry
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether a name is meant as a checkpoint directory rather than a registry name."""
+    return "/" in name or os.sep in name or name.startswith(".") or Path(name).is_dir()
+
+
+_CHECKPOINTS: dict[str, dict[str, Entry]] = {}
+
+
+def checkpoint_entry(path: str | os.PathLike) -> Entry:
+    """The entry of a checkpoint directory: its name, side and kind come from its
+    ``config.json`` (so moving the directory changes nothing), the policy is built from
+    the bytes read here. ``NAME+disclosed`` of an agent buyer: ``path+disclosed``.
+    A bad checkpoint raises ``CheckpointError`` (a ValueError) naming the file."""
+    from agents.rl.checkpoint import build, read_checkpoint  # torch only when needed
+
+    text = str(path)
+    disclosed = text.endswith(DISCLOSED_SUFFIX)
+    root = str(Path(text.removesuffix(DISCLOSED_SUFFIX)).resolve())
+    if root not in _CHECKPOINTS:
+        data = read_checkpoint(root)
+        meta = data.meta()["policy"]
+
+        def factory(seed: int = 0, greedy: bool = True, _data=data):
+            return build(_data, seed=seed, greedy=greedy)
+
+        base = Entry(meta["name"], meta["side"], meta["kind"], factory, {},
+                     f"Checkpoint {root}.", source=root)  # fmt: skip
+        twins = {"": base}
+        if base.side == "buyer" and base.kind == AGENT:
+            twins[DISCLOSED_SUFFIX] = _disclosed_twin(base)
+        _CHECKPOINTS[root] = twins
+    twins = _CHECKPOINTS[root]
+    if disclosed and DISCLOSED_SUFFIX not in twins:
+        raise UnknownEntry(f"{text!r}: only agent buyers have a +disclosed variant")
+    return twins[DISCLOSED_SUFFIX if disclosed else ""]
+
+
+def _disclosed_twin(entry: Entry) -> Entry:
+    return dataclasses.replace(
+        entry,
+        name=entry.name + DISCLOSED_SUFFIX,
+        disclosed=True,
+        description=entry.description + " Discloses that it is an agent.",
+    )
 
 
 def make(name: str, side: str | None = None, seed: int = 0, **params: Any):

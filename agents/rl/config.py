@@ -1,0 +1,297 @@
+"""Training configs (TOML) for ``arena train``: the learner, its opponents, its markets.
+
+A file::
+
+    [train]                      # TrainConfig fields (documented below), all optional
+    side = "seller"
+    name = "rl_seller"
+    iterations = 300
+
+    [[opponents]]                # the pool: registry names, populations, checkpoint dirs
+    name = "truthful"
+    weight = 1.0
+
+    [family]                     # the config family (see ConfigFamily)
+    configs = ["retail", "wholesale"]
+    disclosure = ["hidden", "mandatory"]
+    agent_share = [0.0, 1.0]
+
+    [family.jitter]              # a uniform offset per batch, per field
+    value_correlation = [-0.15, 0.15]
+    buyers = [-2, 2]
+
+    [markets.retail]             # the base configs (MarketConfig schema)
+    buyers = 8
+    ...
+
+Checkpoint paths in ``[[opponents]]`` and ``train.init`` are relative to the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
+from arena.rewards import VIOLATION_PENALTY
+
+SIDES = ("seller", "buyer")
+_INT_FIELDS = ("buyers", "products", "turns", "patience")
+_FLOAT_FIELDS = (
+    "value_correlation",
+    "quality_spread",
+    "wealth_spread",
+    "cost_level",
+    "signal_noise",
+)
+
+
+@dataclass(frozen=True)
+class Opponent:
+    name: str
+    """A registry name, a population (``a:0.5,b:0.5`` or ``human=a,agent=b``) or a
+    checkpoint directory."""
+    weight: float = 1.0
+    """Share of every batch's rows this opponent plays."""
+
+
+@dataclass(frozen=True)
+class ConfigFamily:
+    """The markets a learner trains on. Each batch draws one base config (uniformly),
+    adds to each jittered field a uniform offset from its range (whole numbers for
+    buyers, products, turns and patience; results kept valid: at least 1 buyer, product
+    and turn, correlation in [0, 1], spreads and noise >= 0, cost level in [0, 0.95]),
+    scales the price range by a log-uniform factor from ``price_scale``, and draws the
+    disclosure rule (uniformly from ``disclosure``) and the agent share (uniform in
+    ``agent_share``)."""
+
+    configs: tuple[tuple[str, MarketConfig], ...]
+    """Named base configs."""
+    disclosure: tuple[str, ...] = ("hidden",)
+    """Rules drawn per batch (``mandatory`` teaches the seller what the flag means)."""
+    agent_share: tuple[float, float] | None = None
+    """Range of the agent share per batch; None keeps each base config's."""
+    jitter: tuple[tuple[str, tuple[float, float]], ...] = ()
+    """(field, (low, high)) offsets added per batch."""
+    price_scale: tuple[float, float] = (1.0, 1.0)
+    """Range of the factor that multiplies the price range (log-uniform)."""
+
+    def __post_init__(self) -> None:
+        if not self.configs:
+            raise ValueError("family: needs at least one base config")
+        for rule in self.disclosure:
+            if rule not in DISCLOSURE_RULES:
+                raise ValueError(f"family.disclosure: unknown rule {rule!r}")
+        for name, (a, b) in self.jitter:
+            if name not in _INT_FIELDS + _FLOAT_FIELDS:
+                known = ", ".join(_INT_FIELDS + _FLOAT_FIELDS)
+                raise ValueError(f"family.jitter: cannot jitter {name!r}; fields: {known}")
+            if not a <= b:
+                raise ValueError(f"family.jitter.{name}: need low <= high, got [{a}, {b}]")
+        lo, hi = self.price_scale
+        if not 0 < lo <= hi:
+            raise ValueError(f"family.price_scale: need 0 < low <= high, got {self.price_scale}")
+        if self.agent_share is not None:
+            a, b = self.agent_share
+            if not 0.0 <= a <= b <= 1.0:
+                raise ValueError(
+                    f"family.agent_share: need 0 <= low <= high <= 1, got {self.agent_share}"
+                )
+
+    def sample(self, rng: np.random.Generator) -> MarketConfig:
+        _, base = self.configs[int(rng.integers(len(self.configs)))]
+        changes: dict[str, Any] = {}
+        for name, (a, b) in self.jitter:
+            x = getattr(base, name) + rng.uniform(a, b)
+            if name in _INT_FIELDS:
+                changes[name] = max(int(round(x)), 0 if name == "patience" else 1)
+            elif name == "value_correlation":
+                changes[name] = float(np.clip(x, 0.0, 1.0))
+            elif name == "cost_level":
+                changes[name] = float(np.clip(x, 0.0, 0.95))
+            else:
+                changes[name] = max(float(x), 0.0)
+        if "products" in changes and isinstance(base.inventory, tuple):
+            changes["inventory"] = max(base.inventory)
+        lo, hi = self.price_scale
+        scale = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        changes["price_range"] = (base.lo * scale, base.hi * scale)
+        changes["disclosure"] = self.disclosure[int(rng.integers(len(self.disclosure)))]
+        if self.agent_share is not None:
+            changes["agent_share"] = float(rng.uniform(*self.agent_share))
+        return dataclasses.replace(base, **changes)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a training run depends on (with the seed, it fixes the run)."""
+
+    side: str = "seller"
+    """seller | buyer: which side learns."""
+    name: str = "rl_seller"
+    """The entry name the checkpoint plays under (and draws its dice from)."""
+    seed: int = 0
+    """Root seed of markets, sampling and minibatch order."""
+    iterations: int = 300
+    """PPO iterations (one rollout and one update each)."""
+    batch_size: int = 2048
+    """Markets played side by side (B)."""
+    steps: int = 0
+    """Seller turns per rollout (rows restart as their markets end); 0: the batch's T.
+    The buyer side plays whole episodes."""
+    lr: float = 3e-4
+    """Adam step size at the start, annealed linearly to ``lr_end``."""
+    lr_end: float = 3e-5
+    gamma: float = 1.0
+    """Discount per turn (1: every turn of a market counts alike)."""
+    gae_lambda: float = 0.95
+    """GAE lambda (seller); the buyer side uses whole-episode returns."""
+    epochs: int = 3
+    """Passes over each rollout."""
+    minibatches: int = 4
+    clip: float = 0.2
+    """PPO ratio clip."""
+    ent_coef: float = 0.01
+    """Entropy bonus at the start, annealed linearly to ``ent_end``."""
+    ent_end: float = 0.001
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    penalty: float = VIOLATION_PENALTY
+    """Seller reward's cost per violation (in units of W*_T)."""
+    hidden: int = 48
+    """Width of the network."""
+    imitate: str = ""
+    """Warm start: a registry seller to imitate before PPO ("": none)."""
+    imitation_iterations: int = 0
+    """Batches of the teacher's play to imitate."""
+    init: str = ""
+    """A checkpoint to start from ("": fresh weights)."""
+    eval_every: int = 25
+    """Evaluate against every opponent every this many iterations (0: only at the end)."""
+    eval_markets: int = 500
+    """Markets per (opponent, base config) in each evaluation."""
+    threads: int = 2
+    """torch threads."""
+    checkpoint_every: int = 25
+    """Save the checkpoint and the trainer state every this many iterations."""
+    opponents: tuple[Opponent, ...] = ()
+    family: ConfigFamily | None = None
+    source: str = field(default="", compare=False)
+    """The file it was read from (relative paths resolve against its folder)."""
+
+    def __post_init__(self) -> None:
+        if self.side not in SIDES:
+            raise ValueError(f"train.side: expected seller or buyer, got {self.side!r}")
+        for name in ("iterations", "batch_size", "epochs", "minibatches", "hidden", "threads"):
+            x = getattr(self, name)
+            if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+                raise ValueError(f"train.{name}: expected a positive integer, got {x!r}")
+        for name in ("steps", "imitation_iterations", "eval_every", "checkpoint_every", "seed"):
+            x = getattr(self, name)
+            if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+                raise ValueError(f"train.{name}: expected an integer >= 0, got {x!r}")
+        for name in ("lr", "lr_end", "clip", "vf_coef", "max_grad_norm"):
+            x = getattr(self, name)
+            if not isinstance(x, int | float) or not x > 0:
+                raise ValueError(f"train.{name}: expected a positive number, got {x!r}")
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"train.{name}: expected a number in [0, 1]")
+        for name in ("ent_coef", "ent_end", "penalty"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"train.{name}: expected a number >= 0")
+        if self.batch_size % self.minibatches and self.side == "seller":
+            raise ValueError("train.batch_size must be a multiple of train.minibatches")
+        if not self.opponents:
+            raise ValueError("no [[opponents]]: the learner needs someone to play")
+        if self.family is None:
+            raise ValueError("no [family]: the learner needs markets")
+        if self.imitate and self.side != "seller":
+            raise ValueError("train.imitate: only the seller side has a teacher")
+
+    def resolve(self, path: str) -> str:
+        """A path from the file, relative to the file's folder (registry names pass)."""
+        if not self.source or not path:
+            return path
+        candidate = Path(self.source).parent / path
+        return str(candidate) if candidate.exists() else path
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.pop("source")
+        fam = self.family
+        out["family"] = {
+            "configs": {name: cfg.to_dict() for name, cfg in fam.configs},
+            "disclosure": list(fam.disclosure),
+            "agent_share": None if fam.agent_share is None else list(fam.agent_share),
+            "jitter": {k: list(v) for k, v in fam.jitter},
+            "price_scale": list(fam.price_scale),
+        }
+        out["opponents"] = [dataclasses.asdict(o) for o in self.opponents]
+        return out
+
+
+def load_train_config(path: str, **overrides: Any) -> TrainConfig:
+    """Read a training config file; every problem is one ValueError naming the file."""
+    data = read_toml(path, "training config")
+    try:
+        return _from_dict(data, path, overrides)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
+    unknown = sorted(set(data) - {"train", "opponents", "family", "markets"})
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)}")
+    train = dict(data.get("train", {}))
+    known = {f.name for f in dataclasses.fields(TrainConfig)} - {"opponents", "family", "source"}
+    bad = sorted(set(train) - known)
+    if bad:
+        raise ValueError(
+            f"unknown [train] field(s) {', '.join(bad)}; known: {', '.join(sorted(known))}"
+        )
+    train.update({k: v for k, v in overrides.items() if v is not None})
+    markets = data.get("markets", {})
+    if not isinstance(markets, dict):
+        raise ValueError("[markets] must hold tables [markets.NAME]")
+    configs = {}
+    for name, table in markets.items():
+        try:
+            configs[name] = MarketConfig.from_dict(table)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"markets.{name}: {err}") from None
+    fam = data.get("family")
+    if not isinstance(fam, dict):
+        raise ValueError("no [family] table")
+    bad = sorted(set(fam) - {"configs", "disclosure", "agent_share", "jitter", "price_scale"})
+    if bad:
+        raise ValueError(f"unknown [family] field(s) {', '.join(bad)}")
+    names = fam.get("configs", list(configs))
+    missing = [n for n in names if n not in configs]
+    if missing or not names:
+        raise ValueError(f"family.configs: no [markets.{(missing or ['NAME'])[0]}] table")
+    jitter = fam.get("jitter", {})
+    if not isinstance(jitter, dict) or not all(
+        isinstance(v, list) and len(v) == 2 for v in jitter.values()
+    ):
+        raise ValueError("family.jitter: write FIELD = [low, high]")
+    share = fam.get("agent_share")
+    family = ConfigFamily(
+        configs=tuple((n, configs[n]) for n in names),
+        disclosure=tuple(fam.get("disclosure", ["hidden"])),
+        agent_share=None if share is None else (float(share[0]), float(share[1])),
+        jitter=tuple((k, (float(v[0]), float(v[1]))) for k, v in jitter.items()),
+        price_scale=tuple(float(x) for x in fam.get("price_scale", [1.0, 1.0])),
+    )
+    opponents = []
+    for k, row in enumerate(data.get("opponents", [])):
+        if not isinstance(row, dict) or "name" not in row or set(row) - {"name", "weight"}:
+            raise ValueError(f"opponents[{k}]: write name = ..., weight = ...")
+        opponents.append(Opponent(str(row["name"]), float(row.get("weight", 1.0))))
+    return TrainConfig(**train, opponents=tuple(opponents), family=family, source=str(path))

@@ -1,0 +1,297 @@
+"""What the RL policies see: numpy features, normalized so that one network fits every
+market size and price scale.
+
+Seller: features per (buyer, product) pair, per buyer, per product and per market
+(``SellerFeatures``).
+Prices enter as fractions of the range width ``w = hi - lo`` measured from ``lo`` (or
+as differences of such fractions), counts as fractions of the turn budget T or of N,
+so a market ten times wider or with twice the buyers looks alike. Private values never
+enter: the seller sees signals, costs, stock, its own conversations and the disclosure
+flag, and remembers (``SellerMemory``) what each buyer's answers said, so that it can
+tell a haggler from a truthful buyer from the answers so far.
+
+Buyer: one feature vector per product for the buyer being asked, ``(B, M,
+BUYER_FEATURES)``, from its own values, the offer, its own standing bid and the
+seller's offers to it so far (``BuyerMemory``).
+
+Both memories are per batch row, cleared by ``reset`` and, for single rows, by
+``restart`` (an environment's per-row reset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from arena.observation import COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
+
+_INVALID = int(LastDecision.INVALID)
+_NONE = int(LastDecision.NONE)
+
+
+@dataclass
+class SellerMemory:
+    """What the seller remembers of each market: refusals and how each buyer answers.
+
+    ``caps`` (B, N, M): the lowest price buyer i refused for product j (+inf: none);
+    ``answers``, ``refusals``, ``counters`` (B, N): answers of each kind;
+    ``depth`` (B, N): the sum over refusals of (refused price - signal) / w, which tells
+    a buyer who refuses offers below its signal (a haggler, an agent holding out) from
+    one who refuses only overpriced ones.
+    """
+
+    caps: np.ndarray
+    seen: np.ndarray
+    answers: np.ndarray
+    refusals: np.ndarray
+    counters: np.ndarray
+    depth: np.ndarray
+
+    @classmethod
+    def empty(cls, b: int, n: int, m: int) -> SellerMemory:
+        z = np.zeros((b, n))
+        return cls(np.full((b, n, m), np.inf), np.zeros((b, n), np.int64), z, z.copy(),
+                   z.copy(), z.copy())  # fmt: skip
+
+    def restart(self, rows: np.ndarray) -> None:
+        self.caps[rows] = np.inf
+        for a in (self.seen, self.answers, self.refusals, self.counters, self.depth):
+            a[rows] = 0
+
+    def update(self, obs: SellerObs) -> None:
+        """Take in the answer now in the observation (at most one new one per market: the
+        policy is asked before every message)."""
+        new = obs.n_messages > self.seen
+        self.seen = np.maximum(self.seen, obs.n_messages)
+        ld = obs.last_decision
+        answered = new & (ld != _NONE)
+        refused = answered & ((ld == REJECT) | (ld == COUNTER) | (ld == _INVALID))
+        self.answers += answered
+        self.refusals += refused
+        self.counters += answered & (ld == COUNTER)
+        b, i = np.nonzero(refused & (obs.last_product >= 0))
+        if b.size:
+            j = obs.last_product[b, i]
+            price = obs.last_price[b, i]
+            self.caps[b, i, j] = np.minimum(self.caps[b, i, j], price)
+            lo, hi = obs.price_range
+            self.depth[b, i] += (price - obs.signals[b, i, j]) / (hi - lo)
+
+
+@dataclass(frozen=True, eq=False)
+class SellerFeatures:
+    """The seller's features in four groups, so that nothing is copied N or M times:
+    per pair (B, N, M, PAIR), per buyer (B, N, BUYER), per product (B, M, PRODUCT) and
+    per market (B, MARKET), float32. The network embeds each group and adds them."""
+
+    pair: np.ndarray
+    buyer: np.ndarray
+    product: np.ndarray
+    market: np.ndarray
+
+    PAIR = 12
+    BUYER = 10
+    PRODUCT = 3
+    MARKET = 8
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.pair, self.buyer, self.product, self.market
+
+
+SELLER_FEATURES = (SellerFeatures.PAIR, SellerFeatures.BUYER, SellerFeatures.PRODUCT,
+                   SellerFeatures.MARKET)  # fmt: skip
+
+
+def _stack(cols: list) -> np.ndarray:
+    return np.stack([np.asarray(x, np.float32) for x in cols], axis=-1)
+
+
+def seller_features(obs: SellerObs, mem: SellerMemory) -> SellerFeatures:
+    """Every feature of every pair, buyer, product and market (all finite)."""
+    b, n, m = obs.signals.shape
+    lo, hi = obs.price_range
+    w = hi - lo
+    T = float(obs.turns)
+    s = (obs.signals - lo) / w  # (B, N, M)
+    c = ((obs.costs - lo) / w)[:, None, :]  # (B, 1, M)
+    has_cap = np.isfinite(mem.caps)
+    cap = np.where(has_cap, (mem.caps - lo) / w, s)
+    anchor = np.minimum(s, cap)
+    in_stock = (obs.stock > 0)[:, None, :]
+    open_ = obs.active[:, :, None] & in_stock
+
+    bid_here = (obs.counter_product[:, :, None] == np.arange(m)) & (
+        obs.counter_product[:, :, None] >= 0
+    )
+    bid = np.where(np.isnan(obs.counter_price), 0.0, (obs.counter_price - lo) / w)[:, :, None]
+    last_here = obs.last_product[:, :, None] == np.arange(m)
+    last_price = np.where(np.isnan(obs.last_price), 0.0, (obs.last_price - lo) / w)[:, :, None]
+
+    # Competition: how this pair ranks among the open pairs of its product and its buyer.
+    margin = np.where(open_, s - c, -np.inf)
+    rank_in_product = _rank(margin, axis=1) / max(n - 1, 1)
+    rank_in_buyer = _rank(margin, axis=2) / max(m - 1, 1)
+    best_other = _best_other(np.where(in_stock, s, -np.inf), axis=2)
+    gap_other = np.where(np.isfinite(best_other), s - best_other, 0.0)
+    pair = _stack(
+        [
+            s,
+            s - c,
+            anchor - c,
+            has_cap,
+            np.where(has_cap, cap - s, 0.0),
+            bid_here,
+            np.where(bid_here, bid - c, 0.0),
+            last_here,
+            np.where(last_here, last_price - s, 0.0),
+            np.where(open_, rank_in_product, 1.0),
+            np.where(open_, rank_in_buyer, 1.0),
+            gap_other,
+        ]
+    )
+
+    ld = obs.last_decision
+    answers = np.maximum(mem.answers, 1.0)
+    if obs.patience > 0:
+        patience_left = 1.0 - obs.n_messages / obs.patience
+    else:
+        patience_left = np.ones((b, n))
+    buyer = _stack(
+        [
+            obs.n_messages / T,
+            patience_left,
+            ld == REJECT,
+            ld == COUNTER,
+            ld == _INVALID,
+            obs.disclosed,
+            obs.counter_product >= 0,
+            mem.refusals / answers,
+            mem.counters / answers,
+            mem.depth / answers,
+        ]
+    )
+    product = _stack([c[:, 0], obs.stock / np.maximum(obs.inventory, 1), obs.stock == 1])
+
+    total = np.maximum(mem.answers.sum(axis=1), 1.0)
+    n_active = np.maximum(obs.active.sum(axis=1), 1)
+    left = (obs.turns - obs.turn).astype(float)
+    market = _stack(
+        [
+            left / T,
+            np.minimum(left / n_active, 3.0) / 3.0,
+            n_active / n,
+            np.minimum(obs.stock.sum(axis=1) / n_active, 3.0) / 3.0,
+            mem.refusals.sum(axis=1) / total,
+            mem.counters.sum(axis=1) / total,
+            mem.depth.sum(axis=1) / total,
+            np.full(b, min(n / T, 4.0) / 4.0),
+        ]
+    )
+    return SellerFeatures(pair, buyer, product, market)
+
+
+def _rank(x: np.ndarray, axis: int) -> np.ndarray:
+    """0 for the largest entry along ``axis``, 1 for the next, ... (ties by position)."""
+    order = np.argsort(-x, axis=axis, kind="stable")
+    return np.argsort(order, axis=axis, kind="stable").astype(float)
+
+
+def _best_other(x: np.ndarray, axis: int) -> np.ndarray:
+    """For every entry, the largest of the *other* entries along ``axis`` (-inf if none)."""
+    top2 = -np.sort(-x, axis=axis)
+    first = np.take(top2, [0], axis=axis)
+    second = np.take(top2, [1], axis=axis) if x.shape[axis] > 1 else np.full_like(first, -np.inf)
+    return np.where(x >= first, second, first)
+
+
+# ---------------------------------------------------------------------- buyer
+@dataclass
+class BuyerMemory:
+    """What a buyer remembers of the seller's offers to it: per (market, buyer, product)
+    the lowest and the last price offered (nan: never) and how many offers."""
+
+    low: np.ndarray
+    last: np.ndarray
+    offers: np.ndarray
+
+    @classmethod
+    def empty(cls, b: int, n: int, m: int) -> BuyerMemory:
+        return cls(np.full((b, n, m), np.nan), np.full((b, n, m), np.nan), np.zeros((b, n, m)))
+
+    def restart(self, rows: np.ndarray) -> None:
+        self.low[rows] = np.nan
+        self.last[rows] = np.nan
+        self.offers[rows] = 0
+
+    def view(self, obs: BuyerObs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, M) low, last and count for the buyer each market asks, before this offer."""
+        ar = np.arange(obs.batch_size)
+        return self.low[ar, obs.buyer], self.last[ar, obs.buyer], self.offers[ar, obs.buyer]
+
+    def update(self, obs: BuyerObs) -> None:
+        """Take in the offer now being answered (rows that ask nobody change nothing)."""
+        rows = np.flatnonzero(obs.needs_answer & (obs.offer_product >= 0))
+        i, j = obs.buyer[rows], obs.offer_product[rows]
+        p = obs.offer_price[rows]
+        self.low[rows, i, j] = np.fmin(self.low[rows, i, j], p)
+        self.last[rows, i, j] = p
+        self.offers[rows, i, j] += 1
+
+
+BUYER_FEATURES = 22
+
+
+def buyer_features(obs: BuyerObs, mem: BuyerMemory) -> np.ndarray:
+    """(B, M, BUYER_FEATURES) float32 features of each product for the buyer being asked
+    (call before ``mem.update`` with the same observation)."""
+    b, m = obs.values.shape
+    lo, hi = obs.price_range
+    w = hi - lo
+    T = float(obs.turns)
+    v = (obs.values - lo) / w
+    c = (obs.costs - lo) / w
+    offered = obs.offer_product[:, None] == np.arange(m)
+    has_offer = (obs.offer_product >= 0)[:, None]
+    p = np.where(np.isnan(obs.offer_price), 0.0, (obs.offer_price - lo) / w)[:, None]
+    v_off = np.take_along_axis(v, np.maximum(obs.offer_product, 0)[:, None], axis=1)
+    bid_here = obs.counter_product[:, None] == np.arange(m)
+    bid = np.where(np.isnan(obs.counter_price), 0.0, (obs.counter_price - lo) / w)[:, None]
+    low, last, count = mem.view(obs)
+    seen = ~np.isnan(low)
+    first = np.where(np.isnan(obs.first_price), 0.0, (obs.first_price - lo) / w)[:, None]
+    in_stock = obs.stock > 0
+    rank = _rank(np.where(in_stock, v - c, -np.inf), axis=1) / max(m - 1, 1)
+    if obs.patience > 0:
+        patience_left = 1.0 - obs.n_messages / obs.patience
+    else:
+        patience_left = np.ones(b)
+
+    def full(x) -> np.ndarray:
+        return np.broadcast_to(x, (b, m))
+
+    cols = [
+        v,
+        c,
+        v - c,
+        in_stock,
+        np.where(in_stock, rank, 1.0),
+        offered,
+        full(has_offer),
+        full(np.where(has_offer, v_off - p, 0.0)),  # surplus at the offer
+        np.where(has_offer, v - p, 0.0),  # this product's value over the offered price
+        full(np.where(has_offer, p, 0.0)),
+        bid_here,
+        np.where(bid_here, v - bid, 0.0),
+        seen,
+        np.where(seen, (low - lo) / w - v, 0.0),
+        np.where(seen, (last - lo) / w - v, 0.0),
+        count / T,
+        full(np.where(np.isnan(obs.first_price)[:, None], 0.0, v_off - first)),
+        full((obs.n_messages / T)[:, None]),
+        full((obs.turn / T)[:, None]),
+        full(patience_left[:, None]),
+        full(obs.disclosed[:, None]),
+        full(np.minimum(obs.num_buyers / np.maximum(obs.stock.sum(axis=1), 1), 4.0)[:, None] / 4),
+    ]
+    return _stack(cols)

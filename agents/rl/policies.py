@@ -1,0 +1,311 @@
+"""RL policies: the torch networks of ``agents.rl.nets`` behind the batched policy protocol.
+
+``RLSeller`` picks a (buyer, product) pair and a price level; ``RLBuyer`` picks reject,
+accept or counter and, for a counter, a product and a bid level. Both:
+
+* sample with the project's counter-based noise (``arena.noise``), keyed by (policy
+  seed, market key, turn, ...), so they are reproducible and batch-invariant like every
+  scripted policy and pass ``agents.conformance``; ``greedy=True`` (the default, used in
+  evaluation and tournaments) takes the most likely option instead;
+* never make an invalid move: only open pairs (active buyer, product in stock), prices
+  and bids in whole cents inside the range;
+* return, through ``decide``, everything a trainer needs (features, the choices, their
+  log-probabilities and the value estimate) besides the action.
+
+Seller prices. For pair (i, j) with signal s_ij, cost c_j and refusal cap u_ij (the
+lowest price buyer i refused for j), the anchor is ``a_ij = min(s_ij, u_ij)`` and level
+k offers ``max(a_ij + offsets[k] * w, c_j)`` in cents; the last level offers buyer i's
+standing bid on j (rounded down to a cent, so it trades at once), allowed only when such
+a bid exists at or above cost. Offsets are fractions of the range width w, so the levels
+mean the same on every price scale.
+
+Buyer bids. For product j with value v_j and cost c_j, bid level k bids
+``c' + shares[k] * (v_j - c')`` with ``c' = clip(c_j, lo, v_j)``: from the seller's cost
+up to its own value, never above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.rl.features import (
+    BUYER_FEATURES,
+    SELLER_FEATURES,
+    BuyerMemory,
+    SellerFeatures,
+    SellerMemory,
+    buyer_features,
+    seller_features,
+)
+from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
+from agents.scripted.buyers import _bid_cents
+from agents.scripted.sellers import _at_most, cents
+from arena.noise import uniform
+from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
+
+PRICE_OFFSETS: tuple[float, ...] = (
+    -0.30, -0.22, -0.16, -0.12, -0.09, -0.06, -0.04, -0.02, 0.0, 0.03, 0.07, 0.12,
+)  # fmt: skip
+BID_SHARES: tuple[float, ...] = (
+    0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+)  # fmt: skip
+
+# Streams of the keyed noise, one per choice.
+_PAIR, _LEVEL, _DECISION, _PRODUCT, _BID = 11, 12, 21, 22, 23
+
+
+def _pick(logits: torch.Tensor, u: np.ndarray | None) -> np.ndarray:
+    """Row-wise choice: argmax when ``u`` is None, else the inverse-CDF draw at ``u`` (B,),
+    computed in float64 numpy so that it is exact and batch-invariant."""
+    z = logits.detach().double().numpy()
+    if u is None:
+        return np.argmax(z, axis=1)
+    z = z - z.max(axis=1, keepdims=True)
+    cdf = np.cumsum(np.exp(z), axis=1)
+    k = (cdf < (u * cdf[:, -1])[:, None]).sum(axis=1)
+    # Never land on an option of probability 0 (possible only through rounding at u ~ 1).
+    last = z.shape[1] - 1 - np.argmax(np.isfinite(z[:, ::-1]), axis=1)
+    return np.minimum(k, last)
+
+
+def _logp(logits: torch.Tensor, index: np.ndarray | torch.Tensor) -> torch.Tensor:
+    idx = torch.as_tensor(index, dtype=torch.long)
+    return torch.log_softmax(logits, dim=-1).gather(1, idx[:, None])[:, 0]
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Row entropies of categorical logits that may hold -inf (excluded options)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    p = logp.exp()
+    return -(p * torch.where(torch.isfinite(logp), logp, torch.zeros_like(logp))).sum(-1)
+
+
+# ---------------------------------------------------------------------- seller
+@dataclass(frozen=True, eq=False)
+class SellerDecision:
+    """One seller turn for B markets, with what a trainer needs to learn from it."""
+
+    action: SellerAction
+    features: SellerFeatures
+    open: np.ndarray  # (B, N, M) bool
+    pair: np.ndarray  # (B,) flat pair index i * M + j
+    level: np.ndarray  # (B,)
+    level_ok: np.ndarray  # (B, K) bool, the allowed levels of the chosen pair
+    logp: np.ndarray  # (B,) log-probability of the choice
+    value: np.ndarray  # (B,)
+
+
+class RLSeller(SellerPolicy):
+    """A seller driven by a ``SellerNet``; see the module docstring."""
+
+    kind = AGENT
+
+    def __init__(
+        self,
+        net: SellerNet | None = None,
+        *,
+        seed: int = 0,
+        greedy: bool = True,
+        offsets: tuple[float, ...] = PRICE_OFFSETS,
+        hidden: int = 48,
+    ) -> None:
+        self.offsets = tuple(float(x) for x in offsets)
+        if net is None:
+            net = SellerNet(SellerNetConfig(SELLER_FEATURES, len(self.offsets) + 1, hidden))
+        if net.cfg.levels != len(self.offsets) + 1 or net.cfg.features != SELLER_FEATURES:
+            raise ValueError("the network's levels or features do not fit this policy")
+        self.net = net
+        self.seed = int(seed)
+        self.greedy = greedy
+        self._mem: SellerMemory | None = None
+
+    def reset(self, batch_size: int) -> None:
+        self._mem = None
+
+    def restart(self, rows: np.ndarray) -> None:
+        if self._mem is not None:
+            self._mem.restart(rows)
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        return self.decide(obs).action
+
+    def decide(self, obs: SellerObs, sample: bool | None = None) -> SellerDecision:
+        """The turn's decision; ``sample`` overrides ``greedy`` (trainers sample)."""
+        b, n, m = obs.signals.shape
+        if self._mem is None or self._mem.caps.shape != (b, n, m):
+            self._mem = SellerMemory.empty(b, n, m)
+        self._mem.update(obs)
+        x = seller_features(obs, self._mem)
+        open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
+        live = open_.any(axis=(1, 2))
+        # Ended markets have no open pair; any pair will do for their ignored message.
+        open_net = open_ | ~live[:, None, None]
+        sample = (not self.greedy) if sample is None else sample
+        with torch.inference_mode():
+            logits, h, value = self.net(
+                *(torch.from_numpy(a) for a in x.arrays()), torch.from_numpy(open_net)
+            )
+            pair = _pick(logits, self._u(obs, _PAIR) if sample else None)
+            to, product = pair // m, pair % m
+            level_ok = self._level_ok(obs, to, product)
+            plog = self.net.price_logits(h[np.arange(b), pair], torch.from_numpy(level_ok))
+            level = _pick(plog, self._u(obs, _LEVEL) if sample else None)
+            logp = _logp(logits, pair) + _logp(plog, level)
+        price = self._price(obs, to, product, level)
+        return SellerDecision(
+            action=SellerAction(to=to, product=product, price=price),
+            features=x,
+            open=open_net,
+            pair=pair,
+            level=level,
+            level_ok=level_ok,
+            logp=logp.numpy(),
+            value=value.numpy(),
+        )
+
+    def _u(self, obs: SellerObs, stream: int) -> np.ndarray:
+        return uniform(self.seed, obs.key, obs.turn, stream)
+
+    def _bid(self, obs: SellerObs, to: np.ndarray, product: np.ndarray):
+        ar = np.arange(obs.batch_size)
+        on = obs.counter_product[ar, to] == product
+        bid = np.where(on, obs.counter_price[ar, to], np.nan)
+        return on & (bid >= obs.costs[ar, product]), bid
+
+    def _level_ok(self, obs: SellerObs, to: np.ndarray, product: np.ndarray) -> np.ndarray:
+        ok = np.ones((obs.batch_size, len(self.offsets) + 1), bool)
+        ok[:, -1] = self._bid(obs, to, product)[0]
+        return ok
+
+    def _price(self, obs, to, product, level) -> np.ndarray:
+        ar = np.arange(obs.batch_size)
+        lo, hi = obs.price_range
+        s = obs.signals[ar, to, product]
+        cap = self._mem.caps[ar, to, product]
+        cost = obs.costs[ar, product]
+        offsets = np.asarray(self.offsets + (0.0,))
+        p = np.maximum(np.minimum(s, cap) + offsets[level] * (hi - lo), cost)
+        p = np.clip(cents(p, lo, hi), lo, hi)
+        usable, bid = self._bid(obs, to, product)
+        take = (level == len(self.offsets)) & usable
+        if take.any():
+            p[take] = _at_most(bid[take], obs)
+        return np.where(np.isfinite(p), p, lo)
+
+    def evaluate(self, x, open_, pair, level, level_ok) -> tuple[torch.Tensor, ...]:
+        """Log-probabilities, entropies and values of stored decisions, with gradients;
+        ``x`` the four feature tensors."""
+        logits, h, value = self.net(*x, open_)
+        plog = self.net.price_logits(h[torch.arange(open_.shape[0]), pair], level_ok)
+        logp = _logp(logits, pair) + _logp(plog, level)
+        return logp, entropy(logits) + entropy(plog), value, logits, plog
+
+
+# ---------------------------------------------------------------------- buyer
+@dataclass(frozen=True, eq=False)
+class BuyerDecision:
+    action: BuyerAction
+    features: np.ndarray  # (B, M, F) float32
+    offered: np.ndarray  # (B, M) bool
+    in_stock: np.ndarray  # (B, M) bool
+    decision_ok: np.ndarray  # (B, 3) bool
+    decision: np.ndarray  # (B,)
+    product: np.ndarray  # (B,)
+    level: np.ndarray  # (B,)
+    logp: np.ndarray  # (B,)
+    value: np.ndarray  # (B,)
+
+
+class RLBuyer(BuyerPolicy):
+    """A buyer driven by a ``BuyerNet``; see the module docstring. Agent kind."""
+
+    kind = AGENT
+
+    def __init__(
+        self,
+        net: BuyerNet | None = None,
+        *,
+        seed: int = 0,
+        greedy: bool = True,
+        shares: tuple[float, ...] = BID_SHARES,
+        hidden: int = 48,
+    ) -> None:
+        self.shares = tuple(float(x) for x in shares)
+        if net is None:
+            net = BuyerNet(BuyerNetConfig(BUYER_FEATURES, len(self.shares), hidden))
+        if net.cfg.levels != len(self.shares) or net.cfg.features != BUYER_FEATURES:
+            raise ValueError("the network's levels or features do not fit this policy")
+        self.net = net
+        self.seed = int(seed)
+        self.greedy = greedy
+        self._mem: BuyerMemory | None = None
+
+    def reset(self, batch_size: int) -> None:
+        self._mem = None
+
+    def restart(self, rows: np.ndarray) -> None:
+        if self._mem is not None:
+            self._mem.restart(rows)
+
+    def act(self, obs: BuyerObs) -> BuyerAction:
+        return self.decide(obs).action
+
+    def decide(self, obs: BuyerObs, sample: bool | None = None) -> BuyerDecision:
+        b, m = obs.values.shape
+        shape = (b, obs.num_buyers, m)
+        if self._mem is None or self._mem.low.shape != shape:
+            self._mem = BuyerMemory.empty(*shape)
+        x = buyer_features(obs, self._mem)
+        self._mem.update(obs)
+        offered = obs.offer_product[:, None] == np.arange(m)
+        in_stock = obs.stock > 0
+        stock_net = in_stock | ~in_stock.any(axis=1, keepdims=True)
+        decision_ok = np.stack(
+            [np.ones(b, bool), obs.offer_product >= 0, in_stock.any(axis=1)], axis=1
+        )
+        sample = (not self.greedy) if sample is None else sample
+        with torch.inference_mode():
+            dlog, plog, h, value = self.net(
+                torch.from_numpy(x), torch.from_numpy(offered), torch.from_numpy(stock_net)
+            )
+            dlog = dlog.masked_fill(~torch.from_numpy(decision_ok), float("-inf"))
+            decision = _pick(dlog, self._u(obs, _DECISION) if sample else None)
+            product = _pick(plog, self._u(obs, _PRODUCT) if sample else None)
+            blog = self.net.price_logits(h[np.arange(b), product])
+            level = _pick(blog, self._u(obs, _BID) if sample else None)
+            counter = decision == COUNTER
+            logp = _logp(dlog, decision) + torch.from_numpy(counter) * (
+                _logp(plog, product) + _logp(blog, level)
+            )
+        lo, hi = obs.price_range
+        ar = np.arange(b)
+        v = obs.values[ar, product]
+        c = np.clip(obs.costs[ar, product], lo, v)
+        bid = _bid_cents(c + np.asarray(self.shares)[level] * (v - c), lo, hi)
+        action = BuyerAction(
+            decision=np.where(decision_ok[ar, decision], decision, REJECT).astype(np.int64),
+            product=np.where(counter, product, 0).astype(np.int64),
+            price=np.where(counter, bid, lo),
+        )
+        return BuyerDecision(action, x, offered, stock_net, decision_ok, decision, product,
+                             level, logp.numpy(), value.numpy())  # fmt: skip
+
+    def _u(self, obs: BuyerObs, stream: int) -> np.ndarray:
+        return uniform(self.seed, obs.key, obs.turn, obs.buyer, stream)
+
+    def evaluate(self, x, offered, in_stock, decision_ok, decision, product, level):
+        """Log-probabilities, entropies and values of stored decisions, with gradients."""
+        dlog, plog, h, value = self.net(x, offered, in_stock)
+        dlog = dlog.masked_fill(~decision_ok, float("-inf"))
+        blog = self.net.price_logits(h[torch.arange(x.shape[0]), product])
+        counter = (decision == COUNTER).to(dlog.dtype)
+        logp = _logp(dlog, decision) + counter * (_logp(plog, product) + _logp(blog, level))
+        ent = entropy(dlog) + counter * (entropy(plog) + entropy(blog))
+        return logp, ent, value
+
+
+__all__ = ["RLSeller", "RLBuyer", "PRICE_OFFSETS", "BID_SHARES", "ACCEPT"]

@@ -19,9 +19,10 @@ def evaluate_batch(
 ) -> dict[str, np.ndarray]:
     """Per-market metrics (METRICS and DERIVED) of one batch played to the end."""
     out = batch_metrics(play_batch(batch, seller, buyer), w_star)
-    out["violation_rate"] = (out["seller_violations"] + out["buyer_violations"]) / np.maximum(
-        out["turns_used"], 1.0
-    )
+    turns = np.maximum(out["turns_used"], 1.0)
+    out["violation_rate"] = (out["seller_violations"] + out["buyer_violations"]) / turns
+    out["seller_violation_rate"] = out["seller_violations"] / turns
+    out["buyer_violation_rate"] = out["buyer_violations"] / turns
     return out
 
 

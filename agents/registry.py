@@ -187,7 +187,7 @@ def checkpoint_entry(path: str | os.PathLike) -> Entry:
         meta = data.meta()["policy"]
 
         def factory(seed: int = 0, greedy: bool = True, _data=data):
-            return build(_data, seed=seed, greedy=greedy)
+            return build(_data, seed=seed, greedy=greedy, shared=True)
 
         base = Entry(meta["name"], meta["side"], meta["kind"], factory, {},
                      f"Checkpoint {root}.", source=root)  # fmt: skip
@@ -286,3 +286,27 @@ for _name, _side, _kind, _factory, _params, _text in _SCRIPTED:
 register(Entry("oracle", "seller", AGENT, OracleSeller, {},
                "REFERENCE: sees private values; offers the optimal assignment at exact values.",
                reference=True))  # fmt: skip
+
+# ---------------------------------------------------------------------- shipped checkpoints
+SHIPPED = Path(__file__).resolve().parent / "rl" / "checkpoints"
+_SHIPPED = [
+    ("rl_seller", "seller", AGENT,
+     "PPO-trained seller (agents/rl/configs/seller.toml): one network over every "
+     "(buyer, product) pair and a factorised price level."),
+    ("rl_buyer", "buyer", AGENT,
+     "PPO-trained buyer counter-agent (agents/rl/configs/buyer.toml), trained against "
+     "rl_seller and the scripted sellers."),
+]  # fmt: skip
+
+
+def _shipped_factory(path: Path) -> Callable[..., Any]:
+    def factory(seed: int = 0, greedy: bool = True):
+        return checkpoint_entry(path).factory(seed=seed, greedy=greedy)
+
+    return factory
+
+
+for _name, _side, _kind, _text in _SHIPPED:
+    if (SHIPPED / _name / "config.json").is_file():
+        register(Entry(_name, _side, _kind, _shipped_factory(SHIPPED / _name), {}, _text,
+                       source=str(SHIPPED / _name)))  # fmt: skip

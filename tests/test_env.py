@@ -113,8 +113,9 @@ def test_play_batch_hook_sees_every_turn_with_rewards():
 
 
 def test_buyer_env_markets_play_as_alone_and_rewards_are_own_surplus():
-    env = BuyerEnv(IMPATIENT, [GreedyMatcher(), OracleSeller()], 4, kind="human", seed=5,
-                   markets="exact")  # fmt: skip
+    env = BuyerEnv(
+        IMPATIENT, [GreedyMatcher(), OracleSeller()], 4, kind="human", seed=5, markets="exact"
+    )
     learner = Truthful()
     obs = env.reset()
     per_buyer = np.zeros((4, IMPATIENT.buyers))
@@ -217,8 +218,9 @@ def test_replace_rows():
 
 # ---------------------------------------------------------------------- rewards
 def test_rewards_are_the_documented_functions():
-    np.testing.assert_allclose(seller_reward([10.0, 4.0], [0, 2], [20.0, 0.0], 100.0, 0.5),
-                               [0.5, 0.04 - 1.0])  # fmt: skip
+    np.testing.assert_allclose(
+        seller_reward([10.0, 4.0], [0, 2], [20.0, 0.0], 100.0, 0.5), [0.5, 0.04 - 1.0]
+    )
     np.testing.assert_allclose(buyer_reward([[10.0, 0.0]], [50.0]), [[0.2, 0.0]])
     assert rating_score(7.0, 3.0, 10.0) == pytest.approx(0.7)
     assert rating_score(1.0, 0.0, 0.0) == 0.5

@@ -181,8 +181,20 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     return meta
 
 
-def build(data: CheckpointData, *, seed: int = 0, greedy: bool = True) -> RLSeller | RLBuyer:
-    """The policy a checkpoint describes, ready to play."""
+def build(
+    data: CheckpointData, *, seed: int = 0, greedy: bool = True, shared: bool = False
+) -> RLSeller | RLBuyer:
+    """The policy a checkpoint describes, ready to play. ``shared``: reuse the network
+    already built from the same bytes in this process (frozen, for play only), so a
+    tournament worker loads each checkpoint once however many matches it plays."""
+    if shared:
+        key = hashlib.sha256(data.config + data.weights).hexdigest()
+        if key not in _SHARED:
+            _SHARED[key] = build(data)
+        first = _SHARED[key]
+        cls = type(first)
+        params = {"offsets": first.offsets} if cls is RLSeller else {"shares": first.shares}
+        return cls(first.net, seed=seed, greedy=greedy, **params)
     meta = _parse_config(data)
     policy = meta["policy"]
     cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
@@ -200,6 +212,9 @@ def build(data: CheckpointData, *, seed: int = 0, greedy: bool = True) -> RLSell
         raise CheckpointError(f"{data.source}/{WEIGHTS}: weights do not fit ({first})") from None
     net.eval()
     return out
+
+
+_SHARED: dict[str, RLSeller | RLBuyer] = {}
 
 
 def load(path: str | os.PathLike, *, seed: int = 0, greedy: bool = True) -> RLSeller | RLBuyer:

@@ -169,6 +169,10 @@ class TrainConfig:
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
     """Batches of the teacher's play to imitate."""
+    imitation_epochs: int = 8
+    """Passes over each batch of the teacher's play."""
+    imitation_lr: float = 1e-3
+    """Adam step size of the warm start."""
     init: str = ""
     """A checkpoint to start from ("": fresh weights)."""
     eval_every: int = 25
@@ -187,7 +191,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.side not in SIDES:
             raise ValueError(f"train.side: expected seller or buyer, got {self.side!r}")
-        for name in ("iterations", "batch_size", "epochs", "minibatches", "hidden", "threads"):
+        for name in (
+            "iterations",
+            "batch_size",
+            "epochs",
+            "minibatches",
+            "hidden",
+            "threads",
+            "imitation_epochs",
+        ):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 1:
                 raise ValueError(f"train.{name}: expected a positive integer, got {x!r}")
@@ -195,7 +207,7 @@ class TrainConfig:
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 0:
                 raise ValueError(f"train.{name}: expected an integer >= 0, got {x!r}")
-        for name in ("lr", "lr_end", "clip", "vf_coef", "max_grad_norm"):
+        for name in ("lr", "lr_end", "clip", "vf_coef", "max_grad_norm", "imitation_lr"):
             x = getattr(self, name)
             if not isinstance(x, int | float) or not x > 0:
                 raise ValueError(f"train.{name}: expected a positive number, got {x!r}")

@@ -51,8 +51,9 @@ class SellerMemory:
     @classmethod
     def empty(cls, b: int, n: int, m: int) -> SellerMemory:
         z = np.zeros((b, n))
-        return cls(np.full((b, n, m), np.inf), np.zeros((b, n), np.int64), z, z.copy(),
-                   z.copy(), z.copy())  # fmt: skip
+        return cls(
+            np.full((b, n, m), np.inf), np.zeros((b, n), np.int64), z, z.copy(), z.copy(), z.copy()
+        )
 
     def restart(self, rows: np.ndarray) -> None:
         self.caps[rows] = np.inf
@@ -99,8 +100,12 @@ class SellerFeatures:
         return self.pair, self.buyer, self.product, self.market
 
 
-SELLER_FEATURES = (SellerFeatures.PAIR, SellerFeatures.BUYER, SellerFeatures.PRODUCT,
-                   SellerFeatures.MARKET)  # fmt: skip
+SELLER_FEATURES = (
+    SellerFeatures.PAIR,
+    SellerFeatures.BUYER,
+    SellerFeatures.PRODUCT,
+    SellerFeatures.MARKET,
+)
 
 
 def _stack(cols: list) -> np.ndarray:

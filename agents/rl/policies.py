@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 
 from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.rl.features import (
@@ -48,11 +49,20 @@ from arena.noise import uniform
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
 
 PRICE_OFFSETS: tuple[float, ...] = (
-    -0.30, -0.22, -0.16, -0.12, -0.09, -0.06, -0.04, -0.02, 0.0, 0.03, 0.07, 0.12,
-)  # fmt: skip
-BID_SHARES: tuple[float, ...] = (
-    0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
-)  # fmt: skip
+    -0.3,
+    -0.22,
+    -0.16,
+    -0.12,
+    -0.09,
+    -0.06,
+    -0.04,
+    -0.02,
+    0.0,
+    0.03,
+    0.07,
+    0.12,
+)
+BID_SHARES: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 # Streams of the keyed noise, one per choice.
 _PAIR, _LEVEL, _DECISION, _PRODUCT, _BID = 11, 12, 21, 22, 23
@@ -61,7 +71,7 @@ _PAIR, _LEVEL, _DECISION, _PRODUCT, _BID = 11, 12, 21, 22, 23
 def _pick(logits: torch.Tensor, u: np.ndarray | None) -> np.ndarray:
     """Row-wise choice: argmax when ``u`` is None, else the inverse-CDF draw at ``u`` (B,),
     computed in float64 numpy so that it is exact and batch-invariant."""
-    z = logits.detach().double().numpy()
+    z = logits.detach().double().cpu().numpy()
     if u is None:
         return np.argmax(z, axis=1)
     z = z - z.max(axis=1, keepdims=True)
@@ -72,8 +82,13 @@ def _pick(logits: torch.Tensor, u: np.ndarray | None) -> np.ndarray:
     return np.minimum(k, last)
 
 
+def _t(a: np.ndarray, like: nn.Module) -> torch.Tensor:
+    """A numpy array as a tensor on the network's device."""
+    return torch.from_numpy(np.ascontiguousarray(a)).to(next(like.parameters()).device)
+
+
 def _logp(logits: torch.Tensor, index: np.ndarray | torch.Tensor) -> torch.Tensor:
-    idx = torch.as_tensor(index, dtype=torch.long)
+    idx = torch.as_tensor(index, dtype=torch.long, device=logits.device)
     return torch.log_softmax(logits, dim=-1).gather(1, idx[:, None])[:, 0]
 
 
@@ -147,12 +162,12 @@ class RLSeller(SellerPolicy):
         sample = (not self.greedy) if sample is None else sample
         with torch.inference_mode():
             logits, h, value = self.net(
-                *(torch.from_numpy(a) for a in x.arrays()), torch.from_numpy(open_net)
+                *(_t(a, self.net) for a in x.arrays()), _t(open_net, self.net)
             )
             pair = _pick(logits, self._u(obs, _PAIR) if sample else None)
             to, product = pair // m, pair % m
             level_ok = self._level_ok(obs, to, product)
-            plog = self.net.price_logits(h[np.arange(b), pair], torch.from_numpy(level_ok))
+            plog = self.net.price_logits(h[np.arange(b), pair], _t(level_ok, self.net))
             level = _pick(plog, self._u(obs, _LEVEL) if sample else None)
             logp = _logp(logits, pair) + _logp(plog, level)
         price = self._price(obs, to, product, level)
@@ -163,8 +178,8 @@ class RLSeller(SellerPolicy):
             pair=pair,
             level=level,
             level_ok=level_ok,
-            logp=logp.numpy(),
-            value=value.numpy(),
+            logp=logp.cpu().numpy(),
+            value=value.cpu().numpy(),
         )
 
     def _u(self, obs: SellerObs, stream: int) -> np.ndarray:
@@ -270,15 +285,15 @@ class RLBuyer(BuyerPolicy):
         sample = (not self.greedy) if sample is None else sample
         with torch.inference_mode():
             dlog, plog, h, value = self.net(
-                torch.from_numpy(x), torch.from_numpy(offered), torch.from_numpy(stock_net)
+                _t(x, self.net), _t(offered, self.net), _t(stock_net, self.net)
             )
-            dlog = dlog.masked_fill(~torch.from_numpy(decision_ok), float("-inf"))
+            dlog = dlog.masked_fill(~_t(decision_ok, self.net), float("-inf"))
             decision = _pick(dlog, self._u(obs, _DECISION) if sample else None)
             product = _pick(plog, self._u(obs, _PRODUCT) if sample else None)
             blog = self.net.price_logits(h[np.arange(b), product])
             level = _pick(blog, self._u(obs, _BID) if sample else None)
             counter = decision == COUNTER
-            logp = _logp(dlog, decision) + torch.from_numpy(counter) * (
+            logp = _logp(dlog, decision) + _t(counter, self.net) * (
                 _logp(plog, product) + _logp(blog, level)
             )
         lo, hi = obs.price_range
@@ -291,8 +306,18 @@ class RLBuyer(BuyerPolicy):
             product=np.where(counter, product, 0).astype(np.int64),
             price=np.where(counter, bid, lo),
         )
-        return BuyerDecision(action, x, offered, stock_net, decision_ok, decision, product,
-                             level, logp.numpy(), value.numpy())  # fmt: skip
+        return BuyerDecision(
+            action,
+            x,
+            offered,
+            stock_net,
+            decision_ok,
+            decision,
+            product,
+            level,
+            logp.cpu().numpy(),
+            value.cpu().numpy(),
+        )
 
     def _u(self, obs: BuyerObs, stream: int) -> np.ndarray:
         return uniform(self.seed, obs.key, obs.turn, obs.buyer, stream)

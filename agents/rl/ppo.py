@@ -1,0 +1,742 @@
+"""PPO for the market's seller and for its buyers, in one file: ``arena train``.
+
+Why PPO with GAE (and not GRPO-style group baselines): a seller's turns are decisions
+with information arriving in between (an answer after every message), the reward is
+paid turn by turn (profit as it is made), and episodes are short and of varying length.
+A learned value over the whole market state gives per-turn advantages that a baseline
+shared by a group of episodes cannot, and the environment's per-row restarts keep every
+row busy, with the value bootstrapping the markets a rollout cuts off. For buyers, each
+buyer's reward arrives once (its surplus when it trades), so the buyer side plays whole
+episodes and uses each decision's return to the end of the market, minus the value.
+
+Layout, top to bottom: seeding, the warm start (imitation of a scripted seller, seller
+side only), the rollouts (one per side), GAE, the PPO update, evaluation, and the loop
+with its checkpoints, curve and resume. Tensors are ``(steps, batch, ...)`` until
+flattened for the update.
+
+Reproducibility: iteration ``i`` draws everything (its market config, its markets, its
+minibatch order) from ``SeedSequence([seed, i])``, and sampling uses the policy's keyed
+noise, so a run resumed from the checkpoint of iteration k continues exactly as the
+uninterrupted run (same machine, same torch threads): model, optimizer and counters are
+saved as safetensors + JSON.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from agents import registry
+from agents.env import BuyerEnv, SellerEnv
+from agents.evaluate import play_markets
+from agents.rl import checkpoint
+from agents.rl.config import TrainConfig
+from agents.rl.policies import RLBuyer, RLSeller
+from arena.config import MarketConfig
+
+STATE_JSON = "train_state.json"
+STATE_TENSORS = "train_state.safetensors"
+CURVE = "curve.csv"
+EVAL_SEED = 1_000_003  # evaluation markets: exact draws, never the keyed training markets
+_IMITATION = 10**9  # iteration numbers of the warm start's batches, apart from PPO's
+
+
+class TrainError(ValueError):
+    """A run that cannot start or resume; one line for the command line."""
+
+
+# ---------------------------------------------------------------------- seeding
+def iteration_rng(cfg: TrainConfig, i: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([cfg.seed, i]))
+
+
+def _torch_generator(rng: np.random.Generator) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(int(rng.integers(2**62)))
+    return g
+
+
+# ---------------------------------------------------------------------- opponents
+def _opponents(cfg: TrainConfig, seed: int) -> list:
+    side = "buyer" if cfg.side == "seller" else "seller"
+    out = []
+    for k, opp in enumerate(cfg.opponents):
+        name = cfg.resolve(opp.name)
+        s = seed * 1000 + k
+        out.append(
+            registry.make_buyers(name, seed=s)
+            if side == "buyer"
+            else registry.make(name, "seller", seed=s)
+        )
+    return out
+
+
+# ---------------------------------------------------------------------- rollouts
+@dataclass
+class Rollout:
+    """Flattened samples of one iteration (tensors) and what to log about it."""
+
+    data: dict[str, Any]
+    stats: dict[str, float]
+
+
+def _episode_stats(episodes: list[dict]) -> dict[str, float]:
+    if not episodes:
+        return {}
+    ep = {k: np.concatenate([e[k] for e in episodes]) for k in episodes[0]}
+    turns = np.maximum(ep["turns_used"], 1.0)
+    return {
+        "episodes": float(len(ep["profit"])),
+        "return": float(ep["return"].mean()),
+        "profit": float(ep["profit"].mean()),
+        "buyer_surplus": float(ep["buyer_surplus"].mean()),
+        "capture": float(np.nanmean(ep["capture"])),
+        "seller_violation_rate": float((ep["seller_violations"] / turns).mean()),
+        "buyer_violation_rate": float((ep["buyer_violations"] / turns).mean()),
+    }
+
+
+def seller_rollout(
+    policy: RLSeller,
+    market: MarketConfig,
+    opponents: list,
+    weights: list[float],
+    cfg: TrainConfig,
+    env_seed: int,
+) -> Rollout:
+    """``steps`` turns of B markets with per-row restarts; GAE advantages."""
+    steps = cfg.steps or market.turns
+    env = SellerEnv(
+        market, opponents, cfg.batch_size, seed=env_seed, weights=weights, penalty=cfg.penalty
+    )
+    obs = env.reset()
+    policy.reset(cfg.batch_size)
+    cols: dict[str, list] = {
+        k: []
+        for k in (
+            "pair_x",
+            "buyer_x",
+            "product_x",
+            "market_x",
+            "open",
+            "pair",
+            "level",
+            "level_ok",
+            "logp",
+            "value",
+            "reward",
+            "done",
+        )
+    }
+    episodes = []
+    for _ in range(steps):
+        d = policy.decide(obs, sample=True)
+        step = env.step(d.action)
+        for k, a in zip(
+            ("pair_x", "buyer_x", "product_x", "market_x"), d.features.arrays(), strict=True
+        ):
+            cols[k].append(a)
+        for k, a in (
+            ("open", d.open),
+            ("pair", d.pair),
+            ("level", d.level),
+            ("level_ok", d.level_ok),
+            ("logp", d.logp),
+            ("value", d.value),
+            ("reward", step.reward),
+            ("done", step.done),
+        ):
+            cols[k].append(a)
+        if step.done.any():
+            policy.restart(step.done)
+            episodes.append(step.info["episodes"])
+        obs = step.obs
+    last_value = policy.decide(obs, sample=True).value
+    reward = np.stack(cols["reward"])  # (S, B)
+    done = np.stack(cols["done"]).astype(float)
+    value = np.stack(cols["value"])
+    adv = gae(reward, value, done, last_value, cfg.gamma, cfg.gae_lambda)
+    data = {
+        k: torch.from_numpy(np.concatenate(cols[k]))
+        for k in cols
+        if k not in ("reward", "done", "value")
+    }
+    data["adv"] = torch.from_numpy(adv.reshape(-1)).float()
+    data["ret"] = torch.from_numpy((adv + value).reshape(-1)).float()
+    data["pair"] = data["pair"].long()
+    data["level"] = data["level"].long()
+    stats = _episode_stats(episodes)
+    stats["step_reward"] = float(reward.mean())
+    return Rollout(data, stats)
+
+
+def gae(reward, value, done, last_value, gamma: float, lam: float) -> np.ndarray:
+    """Generalized advantage estimates over (S, B) arrays; ``done[t]``: the market ended
+    at step t (the next value belongs to a new market and is not bootstrapped)."""
+    s = reward.shape[0]
+    adv = np.zeros_like(reward)
+    running = np.zeros(reward.shape[1])
+    for t in reversed(range(s)):
+        nxt = last_value if t == s - 1 else value[t + 1]
+        keep = 1.0 - done[t]
+        delta = reward[t] + gamma * nxt * keep - value[t]
+        running = delta + gamma * lam * keep * running
+        adv[t] = running
+    return adv
+
+
+def buyer_rollout(
+    policy: RLBuyer,
+    market: MarketConfig,
+    opponents: list,
+    weights: list[float],
+    cfg: TrainConfig,
+    env_seed: int,
+) -> Rollout:
+    """Whole episodes of B markets; each decision's advantage is its buyer's return to
+    the end of the market (its surplus from then on) minus the value."""
+    env = BuyerEnv(
+        market, opponents, cfg.batch_size, seed=env_seed, weights=weights, autoreset=False
+    )
+    obs = env.reset()
+    policy.reset(cfg.batch_size)
+    keys = (
+        "x",
+        "offered",
+        "in_stock",
+        "decision_ok",
+        "decision",
+        "product",
+        "level",
+        "logp",
+        "value",
+        "mask",
+        "buyer",
+        "reward",
+    )
+    cols: dict[str, list] = {k: [] for k in keys}
+    episodes = []
+    limit = 2 * market.turns + 2  # every step asks a market, each market asks <= T times
+    for _ in range(limit):
+        if env.engine.all_done:
+            break
+        d = policy.decide(obs, sample=True)
+        step = env.step(d.action)
+        for k, a in (
+            ("x", d.features),
+            ("offered", d.offered),
+            ("in_stock", d.in_stock),
+            ("decision_ok", d.decision_ok),
+            ("decision", d.decision),
+            ("product", d.product),
+            ("level", d.level),
+            ("logp", d.logp),
+            ("value", d.value),
+            ("mask", obs.needs_answer),
+            ("buyer", obs.buyer),
+            ("reward", step.reward),
+        ):
+            cols[k].append(a)
+        if "episodes" in step.info:
+            episodes.append(step.info["episodes"])
+        obs = step.obs
+    reward = np.stack(cols["reward"])  # (S, B, N)
+    to_go = np.flip(np.cumsum(np.flip(reward, 0), 0), 0)  # each buyer's return from step t
+    buyer = np.stack(cols["buyer"])  # (S, B)
+    ret = np.take_along_axis(to_go, buyer[..., None], axis=2)[..., 0]
+    mask = np.stack(cols["mask"]).reshape(-1)
+    value = np.stack(cols["value"])
+    data = {
+        k: torch.from_numpy(np.concatenate(cols[k])[mask])
+        for k in ("x", "offered", "in_stock", "decision_ok", "decision", "product", "level", "logp")
+    }
+    for k in ("decision", "product", "level"):
+        data[k] = data[k].long()
+    data["ret"] = torch.from_numpy(ret.reshape(-1)[mask]).float()
+    data["adv"] = torch.from_numpy((ret - value).reshape(-1)[mask]).float()
+    stats = _episode_stats(episodes)
+    stats["decisions"] = float(mask.sum())
+    return Rollout(data, stats)
+
+
+# ---------------------------------------------------------------------- warm start
+def imitation_rollout(
+    policy: RLSeller,
+    teacher,
+    market: MarketConfig,
+    opponents: list,
+    weights: list[float],
+    cfg: TrainConfig,
+    env_seed: int,
+) -> dict:
+    """Whole episodes of the teacher's play, as (features, pair, level) targets for the
+    policy and returns for its value head. The teacher's price maps to the nearest level
+    (the bid level when it meets a standing bid)."""
+    env = SellerEnv(
+        market,
+        opponents,
+        cfg.batch_size,
+        seed=env_seed,
+        weights=weights,
+        penalty=cfg.penalty,
+        autoreset=False,
+    )
+    obs = env.reset()
+    policy.reset(cfg.batch_size)
+    teacher.reset(cfg.batch_size)
+    cols: dict[str, list] = {
+        k: []
+        for k in (
+            "pair_x",
+            "buyer_x",
+            "product_x",
+            "market_x",
+            "open",
+            "pair",
+            "level",
+            "level_ok",
+            "reward",
+            "live",
+        )
+    }
+    m = market.products
+    while not env.engine.all_done:
+        live = ~env.engine.done
+        d = policy.decide(obs, sample=False)  # features, and the memory kept up to date
+        a = teacher.act(obs)
+        pair = a.to * m + a.product
+        level = _nearest_level(policy, obs, a.to, a.product, a.price)
+        level_ok = policy._level_ok(obs, a.to, a.product)
+        step = env.step(a)
+        for k, x in zip(
+            ("pair_x", "buyer_x", "product_x", "market_x"), d.features.arrays(), strict=True
+        ):
+            cols[k].append(x)
+        for k, x in (
+            ("open", d.open),
+            ("pair", pair),
+            ("level", level),
+            ("level_ok", level_ok),
+            ("reward", step.reward),
+            ("live", live),
+        ):
+            cols[k].append(x)
+        obs = step.obs
+    reward = np.stack(cols["reward"])
+    ret = np.flip(np.cumsum(np.flip(reward, 0), 0), 0)
+    live = np.concatenate(cols["live"])
+    data = {
+        k: torch.from_numpy(np.concatenate(cols[k])[live])
+        for k in ("pair_x", "buyer_x", "product_x", "market_x", "open", "pair", "level", "level_ok")
+    }
+    data["pair"] = data["pair"].long()
+    data["level"] = data["level"].long()
+    data["ret"] = torch.from_numpy(ret.reshape(-1)[live]).float()
+    return data
+
+
+def _nearest_level(policy: RLSeller, obs, to, product, price) -> np.ndarray:
+    k = len(policy.offsets)
+    cands = np.stack(
+        [policy._price(obs, to, product, np.full(obs.batch_size, j)) for j in range(k)], axis=1
+    )
+    level = np.argmin(np.abs(cands - price[:, None]), axis=1)
+    usable, _ = policy._bid(obs, to, product)
+    at_bid = policy._price(obs, to, product, np.full(obs.batch_size, k))
+    return np.where(usable & np.isclose(price, at_bid, rtol=0, atol=1e-9), k, level)
+
+
+def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict]:
+    """Behaviour cloning of ``cfg.imitate`` (cross-entropy on its pair and price level),
+    with the value head fitted to the teacher's returns, so that PPO starts from the
+    teacher's play with a critic that already knows what it is worth."""
+    teacher = registry.make(cfg.imitate, "seller", seed=cfg.seed)
+    optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.imitation_lr, eps=1e-5)
+    bar = tqdm(
+        range(cfg.imitation_iterations),
+        desc="imitating " + cfg.imitate,
+        disable=not progress,
+        leave=False,
+    )
+    for i in bar:
+        rng = iteration_rng(cfg, _IMITATION + i)
+        market = cfg.family.sample(rng)
+        opponents = _opponents(cfg, cfg.seed)
+        weights = [o.weight for o in cfg.opponents]
+        data = imitation_rollout(
+            policy, teacher, market, opponents, weights, cfg, int(rng.integers(2**31))
+        )
+        g = _torch_generator(rng)
+        n = data["pair"].shape[0]
+        losses = []
+        for _ in range(cfg.imitation_epochs):
+            for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+                x = [data[k][idx] for k in ("pair_x", "buyer_x", "product_x", "market_x")]
+                _, _, value, logits, plog = policy.evaluate(
+                    x,
+                    data["open"][idx],
+                    data["pair"][idx],
+                    data["level"][idx],
+                    data["level_ok"][idx],
+                )
+                ce = torch.nn.functional.cross_entropy(
+                    logits, data["pair"][idx]
+                ) + torch.nn.functional.cross_entropy(plog, data["level"][idx])
+                v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
+                loss = ce + cfg.vf_coef * v_loss
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                losses.append((ce.item(), v_loss.item()))
+        ce, vl = np.mean(losses, axis=0)
+        bar.set_postfix(ce=f"{ce:.3f}")
+        yield {"imitation_iteration": i + 1, "cross_entropy": ce, "value_loss": vl}
+
+
+# ---------------------------------------------------------------------- update
+def ppo_update(
+    policy, optimizer, data: dict, cfg: TrainConfig, ent_coef: float, g: torch.Generator
+) -> dict[str, float]:
+    n = data["adv"].shape[0]
+    stats: dict[str, list] = {
+        k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+    }
+    for _ in range(cfg.epochs):
+        for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+            if isinstance(policy, RLSeller):
+                x = [data[k][idx] for k in ("pair_x", "buyer_x", "product_x", "market_x")]
+                logp, ent, value, _, _ = policy.evaluate(
+                    x,
+                    data["open"][idx],
+                    data["pair"][idx],
+                    data["level"][idx],
+                    data["level_ok"][idx],
+                )
+            else:
+                logp, ent, value = policy.evaluate(
+                    data["x"][idx],
+                    data["offered"][idx],
+                    data["in_stock"][idx],
+                    data["decision_ok"][idx],
+                    data["decision"][idx],
+                    data["product"][idx],
+                    data["level"][idx],
+                )
+            adv = data["adv"][idx]
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            log_ratio = logp - data["logp"][idx]
+            ratio = log_ratio.exp()
+            pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+            v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
+            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            with torch.no_grad():
+                stats["policy_loss"].append(float(pg))
+                stats["value_loss"].append(float(v_loss))
+                stats["entropy"].append(float(ent.mean()))
+                stats["approx_kl"].append(float(((ratio - 1) - log_ratio).mean()))
+                stats["clipfrac"].append(float(((ratio - 1).abs() > cfg.clip).float().mean()))
+    return {k: float(np.mean(v)) for k, v in stats.items()}
+
+
+# ---------------------------------------------------------------------- evaluation
+def evaluate(policy, cfg: TrainConfig, reference: str | None = None) -> dict[str, float]:
+    """Greedy play against every opponent on each base config (hidden rule), on exact
+    markets no rollout meets: mean profit (seller) or buyer surplus (buyer) per market.
+    With ``reference``, the same for that registry entry in the learner's place."""
+    out = {}
+    greedy = policy.greedy
+    policy.greedy = True
+    try:
+        for k, opp in enumerate(cfg.opponents):
+            for name, market in cfg.family.configs:
+                m = _eval_markets(policy, cfg, k, market)
+                label = f"{_short(opp.name)}@{name}"
+                out[label] = m
+                if reference is not None:
+                    ref = registry.make(reference, cfg.side, seed=cfg.seed)
+                    out[f"{label}[{reference}]"] = _eval_markets(ref, cfg, k, market)
+    finally:
+        policy.greedy = greedy
+    return out
+
+
+def _eval_markets(policy, cfg: TrainConfig, k: int, market: MarketConfig) -> float:
+    opp = _opponents(cfg, cfg.seed)[k]
+    idx = np.arange(cfg.eval_markets)
+    if cfg.side == "seller":
+        metrics = play_markets(market, EVAL_SEED, idx, policy, opp)
+        return float(metrics["profit"].mean())
+    metrics = play_markets(market, EVAL_SEED, idx, opp, _AllAgents(policy))
+    return float(metrics["buyer_surplus"].mean())
+
+
+class _AllAgents:
+    """The learner buyer as an evaluation opponent: agent kind, never discloses."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def kinds(self, is_agent, key):
+        return np.full(np.shape(is_agent), self.inner.kind == "agent")
+
+    def disclose(self, is_agent, key):
+        return np.zeros(np.shape(is_agent), bool)
+
+
+def _short(name: str) -> str:
+    return Path(name).name if registry.looks_like_path(name) else name
+
+
+# ---------------------------------------------------------------------- the loop
+def _new_policy(cfg: TrainConfig):
+    if cfg.init:
+        policy = checkpoint.load(cfg.resolve(cfg.init), seed=cfg.seed, greedy=False)
+        want = RLSeller if cfg.side == "seller" else RLBuyer
+        if not isinstance(policy, want):
+            raise TrainError(f"train.init: {cfg.init} is not a {cfg.side} checkpoint")
+        return policy
+    torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from torch's RNG
+    if cfg.side == "seller":
+        return RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
+    return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
+
+
+def _save_state(out: Path, optimizer: torch.optim.Optimizer, iteration: int, info: dict) -> None:
+    state = optimizer.state_dict()
+    tensors = {}
+    for pid, st in state["state"].items():
+        for key, value in st.items():
+            tensors[f"{pid}.{key}"] = value.detach().clone().contiguous()
+    tmp = out / (STATE_TENSORS + ".tmp")
+    save_file(tensors, str(tmp))
+    os.replace(tmp, out / STATE_TENSORS)
+    meta = {"iteration": iteration, "param_groups": state["param_groups"], **info}
+    (out / (STATE_JSON + ".tmp")).write_text(json.dumps(meta, indent=2))
+    os.replace(out / (STATE_JSON + ".tmp"), out / STATE_JSON)
+
+
+def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> dict:
+    try:
+        meta = json.loads((out / STATE_JSON).read_text())
+        tensors = load_file(str(out / STATE_TENSORS))
+    except (OSError, ValueError) as err:
+        raise TrainError(f"{out}: cannot resume ({err})") from None
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    return meta
+
+
+def train(
+    cfg: TrainConfig,
+    out: str | os.PathLike,
+    *,
+    resume: bool = False,
+    device: str = "cpu",
+    progress: bool = True,
+    until: int | None = None,
+) -> Path:
+    """Run (or resume) a training run into ``out``; returns the checkpoint directory
+    (``out`` itself: model.safetensors + config.json, beside the curve and the state).
+    ``until`` stops after that iteration (saving a checkpoint), to be resumed later."""
+    out = Path(out)
+    torch.set_num_threads(cfg.threads)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise TrainError("--device cuda: no CUDA device is available here")
+    if resume:
+        if not (out / STATE_JSON).is_file():
+            raise TrainError(f"{out}: nothing to resume (no {STATE_JSON})")
+        saved = json.loads((out / STATE_JSON).read_text()).get("config")
+        if saved != json.loads(json.dumps(cfg.to_dict())):
+            raise TrainError(f"{out}: the run was started with a different config")
+        policy = checkpoint.load(out, seed=cfg.seed, greedy=False)
+    else:
+        if (out / STATE_JSON).exists():
+            raise TrainError(f"{out}: a run is already there (use --resume, or a new --out)")
+        out.mkdir(parents=True, exist_ok=True)
+        policy = _new_policy(cfg)
+    policy.net.to(device)
+    optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.lr, eps=1e-5)
+    start = 0
+    curve_rows: list[dict] = []
+    if resume:
+        meta = _load_state(out, optimizer)
+        start = meta["iteration"]
+        curve_rows = [r for r in _read_curve(out) if int(r["iteration"]) <= start]
+    elif cfg.side == "seller" and cfg.imitate and cfg.imitation_iterations:
+        for row in imitate(policy, cfg, progress):
+            curve_rows.append({"iteration": 0, "phase": "imitation", **row})
+            _write_curve(out, curve_rows)
+    if start == 0:
+        row = {"iteration": 0, "phase": "eval", "samples": 0, "wall_s": 0.0}
+        row.update(_prefixed(evaluate(policy, cfg, _reference(cfg)), "eval_"))
+        curve_rows.append(row)
+        _checkpoint(out, policy, optimizer, cfg, 0, curve_rows)
+
+    weights = [o.weight for o in cfg.opponents]
+    opponents = _opponents(cfg, cfg.seed)
+    wall0 = time.perf_counter() - (float(curve_rows[-1].get("wall_s", 0) or 0) if resume else 0)
+    samples = int(float(curve_rows[-1].get("samples", 0) or 0)) if resume else 0
+    stop = cfg.iterations if until is None else min(until, cfg.iterations)
+    bar = tqdm(
+        range(start, stop),
+        initial=start,
+        total=cfg.iterations,
+        desc=f"training {cfg.name}",
+        disable=not progress,
+    )
+    for i in bar:
+        frac = i / cfg.iterations
+        lr = cfg.lr + frac * (cfg.lr_end - cfg.lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        ent_coef = cfg.ent_coef + frac * (cfg.ent_end - cfg.ent_coef)
+        rng = iteration_rng(cfg, i)
+        market = cfg.family.sample(rng)
+        env_seed = int(rng.integers(2**31))
+        policy.net.cpu()
+        rollout = (seller_rollout if cfg.side == "seller" else buyer_rollout)(
+            policy, market, opponents, weights, cfg, env_seed
+        )
+        policy.net.to(device)
+        data = {k: v.to(device) for k, v in rollout.data.items()}
+        upd = ppo_update(policy, optimizer, data, cfg, ent_coef, _torch_generator(rng))
+        policy.net.cpu()
+        samples += int(data["adv"].shape[0])
+        row = {
+            "iteration": i + 1,
+            "phase": "train",
+            "samples": samples,
+            "wall_s": round(time.perf_counter() - wall0, 3),
+            "lr": lr,
+            "ent_coef": ent_coef,
+            "buyers": market.buyers,
+            "products": market.products,
+            "disclosure": market.disclosure,
+            **rollout.stats,
+            **upd,
+        }
+        if cfg.eval_every and (i + 1) % cfg.eval_every == 0 or i + 1 == cfg.iterations:
+            row.update(_prefixed(evaluate(policy, cfg), "eval_"))
+        curve_rows.append(row)
+        bar.set_postfix(
+            ret=f"{row.get('return', float('nan')):.3f}",
+            cap=f"{row.get('capture', float('nan')):.3f}",
+        )
+        if (i + 1) % cfg.checkpoint_every == 0 or i + 1 == stop:
+            _checkpoint(out, policy, optimizer, cfg, i + 1, curve_rows)
+        else:
+            _write_curve(out, curve_rows)  # progress to look at; resume cuts it back
+    plot_curve(out)
+    return out
+
+
+def _reference(cfg: TrainConfig) -> str | None:
+    """The scripted baseline drawn beside the learner's evaluations."""
+    return "greedy_matcher" if cfg.side == "seller" else "strategic"
+
+
+def _prefixed(d: dict, prefix: str) -> dict:
+    return {prefix + k: v for k, v in d.items()}
+
+
+def _checkpoint(
+    out: Path, policy, optimizer, cfg: TrainConfig, iteration: int, rows: list[dict]
+) -> None:
+    checkpoint.save(out, policy, name=cfg.name, training=cfg.to_dict())
+    _write_curve(out, rows)
+    _save_state(out, optimizer, iteration, {"config": cfg.to_dict()})
+
+
+def _write_curve(out: Path, rows: list[dict]) -> None:
+    fields: list[str] = []
+    for r in rows:
+        fields += [k for k in r if k not in fields]
+    tmp = out / (CURVE + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    os.replace(tmp, out / CURVE)
+
+
+def _read_curve(out: Path) -> list[dict]:
+    try:
+        with open(out / CURVE, newline="") as fh:
+            return list(csv.DictReader(fh))
+    except OSError:
+        return []
+
+
+def plot_curve(out: Path) -> Path | None:
+    """``curve.png`` from ``curve.csv``: training reward and capture, violations, and the
+    periodic evaluation against each opponent beside the scripted reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = _read_curve(Path(out))
+    train_rows = [r for r in rows if r.get("phase") == "train"]
+    if not train_rows:
+        return None
+
+    def col(rs, k):
+        return np.array([float(r[k]) if r.get(k) not in (None, "") else math.nan for r in rs])
+
+    it = col(train_rows, "iteration")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    ax = axes[0]
+    ax.plot(it, col(train_rows, "return"), label="episode return")
+    if "capture" in train_rows[0]:
+        ax.plot(it, col(train_rows, "capture"), label="capture")
+    ax.set_xlabel("iteration")
+    ax.set_title("training")
+    ax.legend()
+    ax = axes[1]
+    for k in ("seller_violation_rate", "buyer_violation_rate"):
+        ax.plot(it, col(train_rows, k), label=k)
+    ax.set_xlabel("iteration")
+    ax.set_title("violations per turn")
+    ax.legend()
+    ax = axes[2]
+    evals = [r for r in rows if any(k.startswith("eval_") and r[k] not in ("", None) for k in r)]
+    keys = sorted({k for r in evals for k in r if k.startswith("eval_") and "[" not in k})
+    ref = [r for r in rows if r.get("phase") == "eval"]
+    for k in keys:
+        line = ax.plot(col(evals, "iteration"), col(evals, k), marker=".", label=k[5:])[0]
+        refs = [c for c in (ref[0] if ref else {}) if c.startswith(k + "[")]
+        for c in refs:
+            ax.axhline(float(ref[0][c]), color=line.get_color(), ls="--", lw=0.8)
+    ax.set_xlabel("iteration")
+    ax.set_title("evaluation (dashed: scripted reference)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    path = Path(out) / "curve.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

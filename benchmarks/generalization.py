@@ -1,0 +1,328 @@
+"""Does the trained seller (and buyer) beat the baselines on markets it never trained on?
+
+    python benchmarks/generalization.py [--markets 5000] [--markdown] [--json FILE]
+                                        [--seed-runs DIR ...]
+
+Sellers: the shipped ``rl_seller`` and every scripted seller (the oracle as a labelled
+reference). Buyers: every scripted buyer and the mixed population (human=noisy_human,
+agent=strategic), under the hidden rule, and the mixed population under the mandatory
+rule too. Configs: the two it trained around (``retail``, ``wholesale``, from
+tournaments/specs/default.toml) and four outside its training family
+(agents/rl/configs/seller.toml):
+
+* ``large``: 16 buyers, 8 products, 20 turns (training saw at most 14 and 7);
+* ``uncorrelated``: value correlation 0.05 (training: 0.35 to 0.95);
+* ``wide_prices``: prices in [5000, 30000] (training: at most [200, 2200], so 12.5x wider
+  and higher);
+* ``noisy``: public signals with noise 0.5 of the range (training: at most 0.3).
+
+Every cell plays the same ``--markets`` markets (common random numbers), so each
+comparison is a paired difference per market with a 95% t-interval. Printed: profit of
+rl_seller minus each other seller's; rl_seller's match quality minus the greedy
+matcher's; capture relative to the greedy matcher's per config; and, when the shipped
+``rl_buyer`` exists, its buyer surplus against rl_seller and the scripted sellers beside
+the best scripted buyer's. ``--seed-runs`` adds the in-distribution profit of other
+training seeds' checkpoints (their spread across seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+from agents import registry
+from agents.evaluate import evaluate_batch, mean_ci
+from agents.rl import checkpoint
+from arena.config import MarketConfig
+from arena.generator import generate_batch
+from arena.metrics import welfare_bounds
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "agents" / "rl" / "checkpoints"
+SEED = 2027  # markets none of the training runs or tournaments draw
+
+RETAIL = MarketConfig(
+    buyers=8,
+    products=4,
+    inventory=2,
+    turns=12,
+    value_correlation=0.5,
+    quality_spread=0.1,
+    wealth_spread=0.2,
+    cost_level=0.4,
+    signal_noise=0.1,
+    agent_share=0.5,
+)
+WHOLESALE = MarketConfig(
+    buyers=12,
+    products=6,
+    inventory=1,
+    turns=10,
+    price_range=(100.0, 1100.0),
+    value_correlation=0.8,
+    quality_spread=0.15,
+    wealth_spread=0.15,
+    cost_level=0.5,
+    signal_noise=0.25,
+    patience=2,
+    agent_share=0.5,
+)
+CONFIGS = {
+    "retail": RETAIL,
+    "wholesale": WHOLESALE,
+    "large": dataclasses.replace(RETAIL, buyers=16, products=8, turns=20),
+    "uncorrelated": dataclasses.replace(RETAIL, value_correlation=0.05),
+    "wide_prices": dataclasses.replace(RETAIL, price_range=(5000.0, 30000.0)),
+    "noisy": dataclasses.replace(RETAIL, signal_noise=0.5),
+}
+IN_DISTRIBUTION = ("retail", "wholesale")
+SELLERS = (
+    "rl_seller",
+    "greedy_matcher",
+    "descending_offers",
+    "pricing_bandit",
+    "disclosure_aware",
+    "posted_price",
+    "random_target",
+    "oracle",
+)
+MIXED = "human=noisy_human,agent=strategic"
+BUYERS = (
+    ("truthful", "hidden"),
+    ("threshold", "hidden"),
+    ("haggler", "hidden"),
+    ("noisy_human", "hidden"),
+    ("strategic", "hidden"),
+    (MIXED, "hidden"),
+    (MIXED, "mandatory"),
+)
+SCRIPTED_BUYERS = ("truthful", "threshold", "haggler", "noisy_human", "strategic")
+
+
+def _label(buyer: str, rule: str) -> str:
+    return ("mixed" if buyer == MIXED else buyer) + ("" if rule == "hidden" else f"[{rule}]")
+
+
+def _paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    return mean_ci(np.asarray(a) - np.asarray(b))
+
+
+def _fmt(m, lo, hi, digits=1) -> str:
+    return f"{m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+class Cells:
+    """Per-market metrics of (seller, buyer, rule, config) cells, on shared markets."""
+
+    def __init__(self, markets: int) -> None:
+        self.markets = markets
+        self._batches: dict[str, tuple] = {}
+        self.cache: dict[tuple, dict[str, np.ndarray]] = {}
+
+    def _batch(self, config: str):
+        if config not in self._batches:
+            cfg = CONFIGS[config]
+            parts = [
+                generate_batch(cfg, SEED, range(s, min(s + 1000, self.markets)))
+                for s in range(0, self.markets, 1000)
+            ]
+            self._batches[config] = [(p, welfare_bounds(p)) for p in parts]
+        return self._batches[config]
+
+    def get(self, seller: str, buyer: str, rule: str, config: str) -> dict[str, np.ndarray]:
+        key = (seller, buyer, rule, config)
+        if key not in self.cache:
+            out = []
+            for batch, w in self._batch(config):
+                batch = dataclasses.replace(
+                    batch, config=dataclasses.replace(batch.config, disclosure=rule)
+                )
+                s = _make_seller(seller)
+                b = registry.make_buyers(buyer, seed=0)
+                out.append(evaluate_batch(batch, s, b, w))
+            self.cache[key] = {k: np.concatenate([o[k] for o in out]) for k in out[0]}
+        return self.cache[key]
+
+
+def _make_seller(name: str):
+    if Path(name).is_dir():
+        return checkpoint.load(name)
+    return registry.make(name, "seller", seed=0)
+
+
+def seller_tables(cells: Cells) -> tuple[list, list, dict]:
+    rows, quality_rows, capture = [], [], {}
+    for config in CONFIGS:
+        for buyer, rule in BUYERS:
+            rl = cells.get("rl_seller", buyer, rule, config)
+            row = [config, _label(buyer, rule), f"{np.mean(rl['profit']):.1f}"]
+            worst = np.inf
+            for other in SELLERS[1:-1]:
+                o = cells.get(other, buyer, rule, config)
+                m, lo, hi = _paired(rl["profit"], o["profit"])
+                worst = min(worst, lo)
+                row.append(_fmt(m, lo, hi))
+            oracle = cells.get("oracle", buyer, rule, config)
+            row.append(f"{np.mean(oracle['profit']):.1f}")
+            row.append("yes" if worst > 0 else "NO")
+            rows.append(row)
+            g = cells.get("greedy_matcher", buyer, rule, config)
+            mq = _paired(np.nan_to_num(rl["match_quality"]), np.nan_to_num(g["match_quality"]))
+            capture[(config, buyer, rule)] = np.nanmean(rl["capture"]) / np.nanmean(g["capture"])
+            quality_rows.append(
+                [
+                    config,
+                    _label(buyer, rule),
+                    _fmt(*mq, digits=3),
+                    f"{capture[(config, buyer, rule)]:.3f}",
+                ]
+            )
+    return rows, quality_rows, capture
+
+
+def capture_check(capture: dict) -> list:
+    """Held-out capture ratio (vs the greedy matcher) against 0.9x the in-distribution one."""
+    out = []
+    for buyer, rule in BUYERS:
+        base = np.mean([capture[(c, buyer, rule)] for c in IN_DISTRIBUTION])
+        for config in CONFIGS:
+            if config in IN_DISTRIBUTION:
+                continue
+            r = capture[(config, buyer, rule)]
+            out.append(
+                [
+                    config,
+                    _label(buyer, rule),
+                    f"{r:.3f}",
+                    f"{base:.3f}",
+                    f"{r / base:.3f}",
+                    "yes" if r >= 0.9 * base else "NO",
+                ]
+            )
+    return out
+
+
+def buyer_table(cells: Cells) -> list:
+    """rl_buyer's surplus beside the best scripted buyer's, per seller and config."""
+    rows = []
+    sellers = ("rl_seller",) + SELLERS[1:-1]
+    for config in CONFIGS:
+        vs_rl = {
+            b: np.mean(cells.get("rl_seller", b, "hidden", config)["buyer_surplus"])
+            for b in SCRIPTED_BUYERS
+        }
+        best = max(vs_rl, key=vs_rl.get)
+        rl_vs_rl = np.mean(cells.get("rl_seller", "rl_buyer", "hidden", config)["buyer_surplus"])
+        scripted = [s for s in sellers if s != "rl_seller"]
+        rl_avg = np.mean(
+            [np.mean(cells.get(s, "rl_buyer", "hidden", config)["buyer_surplus"]) for s in scripted]
+        )
+        best_avg = np.mean(
+            [np.mean(cells.get(s, best, "hidden", config)["buyer_surplus"]) for s in scripted]
+        )
+        rows.append(
+            [
+                config,
+                best,
+                f"{vs_rl[best]:.1f}",
+                f"{rl_vs_rl:.1f}",
+                f"{rl_vs_rl / vs_rl[best]:.2f}",
+                f"{best_avg:.1f}",
+                f"{rl_avg:.1f}",
+                "yes" if rl_vs_rl >= 1.2 * vs_rl[best] and rl_avg >= best_avg else "NO",
+            ]
+        )
+    return rows
+
+
+def seed_spread(cells: Cells, runs: list[str]) -> list:
+    rows = []
+    for run in ["rl_seller", *runs]:
+        name = run if run == "rl_seller" else str(Path(run).resolve())
+        profits = [
+            np.mean(cells.get(name, b, r, c)["profit"]) for c in IN_DISTRIBUTION for b, r in BUYERS
+        ]
+        rows.append([run, f"{np.mean(profits):.2f}"])
+    vals = [float(r[1]) for r in rows]
+    rows.append(["spread (max - min)", f"{max(vals) - min(vals):.2f}"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="benchmarks/generalization.py", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--markets", type=int, default=5000, help="markets per cell")
+    ap.add_argument("--markdown", action="store_true", help="Markdown tables")
+    ap.add_argument("--json", metavar="FILE", help="also write every table as JSON")
+    ap.add_argument(
+        "--seed-runs",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="checkpoints of other training seeds",
+    )
+    args = ap.parse_args(argv)
+    if not (SHIPPED / "rl_seller").is_dir():
+        print("no shipped rl_seller checkpoint (agents/rl/checkpoints/rl_seller)", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    fmt = "github" if args.markdown else "simple"
+    cells = Cells(args.markets)
+    profit, quality, capture = seller_tables(cells)
+    others = list(SELLERS[1:-1])
+    tables = {
+        "profit": (
+            ["config", "buyers", "rl_seller profit"]
+            + [f"- {s}" for s in others]
+            + ["oracle (ref.)", "beats all"],
+            profit,
+        ),
+        "quality": (
+            ["config", "buyers", "match quality - greedy_matcher", "capture / greedy_matcher's"],
+            quality,
+        ),
+        "capture": (
+            ["config", "buyers", "capture ratio", "in-distribution ratio", "relative", ">= 0.9"],
+            capture_check(capture),
+        ),
+    }
+    if (SHIPPED / "rl_buyer").is_dir():
+        tables["buyer"] = (
+            [
+                "config",
+                "best scripted buyer",
+                "its surplus vs rl_seller",
+                "rl_buyer vs rl_seller",
+                "ratio",
+                "best buyer vs scripted sellers",
+                "rl_buyer vs scripted sellers",
+                "targets met",
+            ],
+            buyer_table(cells),
+        )
+    if args.seed_runs:
+        tables["seeds"] = (
+            ["run", "mean in-distribution profit"],
+            seed_spread(cells, args.seed_runs),
+        )
+    for name, (header, rows) in tables.items():
+        print(f"\n## {name} ({args.markets} markets per cell, paired 95% CI)\n")
+        print(tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True))
+    print(f"\n{time.perf_counter() - t0:.0f} s")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({k: {"header": h, "rows": r} for k, (h, r) in tables.items()}, indent=1)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,281 @@
+"""RL policies, checkpoints as entries, and the PPO trainer on tiny budgets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from agents import registry
+from agents.conformance import check_buyer, check_seller
+from agents.evaluate import play_markets
+from agents.rl import checkpoint
+from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_config
+from agents.rl.policies import RLBuyer, RLSeller
+from agents.rl.ppo import gae, train
+from agents.scripted.buyers import Truthful
+from arena.config import MarketConfig
+
+SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
+
+
+def _seller(seed: int = 0) -> RLSeller:
+    torch.manual_seed(seed)
+    return RLSeller(hidden=16)
+
+
+def _buyer(seed: int = 0) -> RLBuyer:
+    torch.manual_seed(seed)
+    return RLBuyer(hidden=16)
+
+
+# ---------------------------------------------------------------------- policies
+def test_rl_policies_conform():
+    """Sampling mode: the stricter case, since every choice draws keyed noise."""
+    s, b = _seller(), _buyer()
+    assert check_seller(lambda seed: RLSeller(s.net, seed=seed, greedy=False), markets=6) == []
+    assert check_buyer(lambda seed: RLBuyer(b.net, seed=seed, greedy=False), markets=6) == []
+
+
+def test_seller_runs_unchanged_on_any_market_size_and_scale():
+    s = _seller()
+    for cfg in (
+        MarketConfig(buyers=1, products=1),
+        MarketConfig(buyers=30, products=9, turns=40, price_range=(5000.0, 90000.0)),
+    ):
+        m = play_markets(cfg, 0, range(8), s, Truthful())
+        assert m["seller_violations"].sum() == 0 and np.isfinite(m["profit"]).all()
+
+
+def test_sampling_explores_and_greedy_does_not():
+    s = _seller()
+    sampled = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=1, greedy=False), Truthful())
+    again = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=2, greedy=False), Truthful())
+    assert not np.array_equal(sampled["profit"], again["profit"])  # the seed matters
+    g1 = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=1), Truthful())
+    g2 = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=2), Truthful())
+    np.testing.assert_array_equal(g1["profit"], g2["profit"])  # greedy ignores it
+
+
+# ---------------------------------------------------------------------- checkpoints
+def test_checkpoint_round_trip(tmp_path):
+    s = _seller(3)
+    checkpoint.save(tmp_path / "ck", s, name="my_seller", training={"note": 1})
+    meta = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert meta["policy"]["class"] == "RLSeller" and meta["policy"]["name"] == "my_seller"
+    assert len(meta["provenance"]["weights_sha256"]) == 64 and meta["training"] == {"note": 1}
+    back = checkpoint.load(tmp_path / "ck")
+    for k, v in s.net.state_dict().items():
+        torch.testing.assert_close(back.net.state_dict()[k], v, rtol=0, atol=0)
+    a = play_markets(SMALL, 1, range(32), s, Truthful())
+    b = play_markets(SMALL, 1, range(32), back, Truthful())
+    np.testing.assert_array_equal(a["profit"], b["profit"])
+
+
+def _corrupt(path, how):
+    cfg = path / "config.json"
+    meta = json.loads(cfg.read_text())
+    if how == "json":
+        cfg.write_text("{not json")
+    elif how == "class":
+        meta["policy"]["class"] = "os.system"
+        cfg.write_text(json.dumps(meta))
+    elif how == "weights":
+        raw = bytearray((path / "model.safetensors").read_bytes())
+        raw[-1] ^= 0xFF
+        (path / "model.safetensors").write_bytes(bytes(raw))
+    elif how == "shape":
+        meta["policy"]["net"]["hidden"] = 32
+        cfg.write_text(json.dumps(meta))
+    elif how == "missing":
+        (path / "model.safetensors").unlink()
+    elif how == "field":
+        meta["policy"]["extra"] = 1
+        cfg.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("json", "not valid JSON"),
+        ("class", "unknown policy class"),
+        ("weights", "do not match the hash"),
+        ("shape", "weights do not fit"),
+        ("missing", "cannot read"),
+        ("field", "exactly"),
+    ],
+)
+def test_bad_checkpoints_are_one_clear_error(tmp_path, how, words):
+    checkpoint.save(tmp_path / "ck", _seller(), name="s")
+    _corrupt(tmp_path / "ck", how)
+    with pytest.raises(checkpoint.CheckpointError, match=words) as err:
+        checkpoint.load(tmp_path / "ck")
+    assert "\n" not in str(err.value)
+    with pytest.raises(checkpoint.CheckpointError):
+        checkpoint.load(tmp_path / "nowhere")
+
+
+def test_a_checkpoint_is_an_entry_named_by_its_config(tmp_path):
+    checkpoint.save(tmp_path / "a", _buyer(), name="ck_buyer")
+    shutil.copytree(tmp_path / "a", tmp_path / "moved")
+    e1 = registry.get(str(tmp_path / "a"), "buyer")
+    e2 = registry.get(str(tmp_path / "moved"), "buyer")
+    assert e1.name == e2.name == "ck_buyer" and e1.kind == "agent"
+    twin = registry.get(str(tmp_path / "a") + "+disclosed", "buyer")
+    assert twin.name == "ck_buyer+disclosed" and twin.disclosed
+    # Same name, same dice: the moved copy plays identically under any root seed.
+    seller = registry.make("greedy_matcher", "seller")
+    m1 = play_markets(SMALL, 0, range(16), seller, registry.make_buyers(str(tmp_path / "a"), 5))
+    m2 = play_markets(SMALL, 0, range(16), seller, registry.make_buyers(str(tmp_path / "moved"), 5))
+    np.testing.assert_array_equal(m1["buyer_surplus"], m2["buyer_surplus"])
+    with pytest.raises(registry.UnknownEntry, match="is a buyer"):
+        registry.get(str(tmp_path / "a"), "seller")
+
+
+# ---------------------------------------------------------------------- trainer
+def test_gae_matches_a_hand_computation():
+    r = np.array([[1.0], [0.0], [2.0]])
+    v = np.array([[0.5], [0.2], [0.1]])
+    done = np.array([[0.0], [1.0], [0.0]])
+    adv = gae(r, v, done, np.array([0.3]), gamma=0.9, lam=0.8)
+    d2 = 2.0 + 0.9 * 0.3 - 0.1
+    d1 = 0.0 - 0.2  # the market ended: no bootstrap
+    d0 = 1.0 + 0.9 * 0.2 - 0.5
+    np.testing.assert_allclose(adv[:, 0], [d0 + 0.72 * d1, d1, d2])
+
+
+def _tiny(tmp_path, side="seller", **kw) -> TrainConfig:
+    family = ConfigFamily(
+        configs=(("small", SMALL),),
+        disclosure=("hidden", "mandatory"),
+        agent_share=(0.0, 1.0),
+        jitter=(("buyers", (-1.0, 1.0)),),
+    )
+    opponents = (
+        (Opponent("truthful"), Opponent("haggler"))
+        if side == "seller"
+        else (Opponent("greedy_matcher"), Opponent("posted_price"))
+    )
+    base = dict(
+        side=side,
+        name=f"tiny_{side}",
+        iterations=4,
+        batch_size=32,
+        hidden=16,
+        eval_every=0,
+        eval_markets=4,
+        checkpoint_every=2,
+        epochs=2,
+        minibatches=2,
+        opponents=opponents,
+        family=family,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("side", ["seller", "buyer"])
+def test_tiny_training_changes_every_parameter_and_logs(tmp_path, side):
+    extra = {"imitate": "greedy_matcher", "imitation_iterations": 1} if side == "seller" else {}
+    cfg = _tiny(tmp_path, side, **extra)
+    torch.manual_seed(cfg.seed)
+    fresh = (RLSeller if side == "seller" else RLBuyer)(hidden=16).net.state_dict()
+    out = train(cfg, tmp_path / "run", progress=False)
+    trained = load_file(str(out / "model.safetensors"))
+    for k, v in fresh.items():
+        assert not torch.equal(trained[k], v), f"{k} did not change"
+    rows = (out / "curve.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"return", "policy_loss", "value_loss", "entropy"} <= set(header)
+    assert any(h.startswith("eval_") for h in header)
+    assert (out / "curve.png").stat().st_size > 0
+    policy = checkpoint.load(out)
+    assert isinstance(policy, RLSeller if side == "seller" else RLBuyer)
+
+
+def test_resume_ends_bit_identical_to_an_uninterrupted_run(tmp_path):
+    cfg = _tiny(tmp_path)
+    train(cfg, tmp_path / "whole", progress=False)
+    train(cfg, tmp_path / "split", progress=False, until=2)
+    train(cfg, tmp_path / "split", progress=False, resume=True)
+    a = load_file(str(tmp_path / "whole" / "model.safetensors"))
+    b = load_file(str(tmp_path / "split" / "model.safetensors"))
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    sa = load_file(str(tmp_path / "whole" / "train_state.safetensors"))
+    sb = load_file(str(tmp_path / "split" / "train_state.safetensors"))
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    cfg = _tiny(tmp_path)
+    train(cfg, tmp_path / "run", progress=False, until=2)
+    with pytest.raises(ValueError, match="different config"):
+        train(dataclasses.replace(cfg, lr=1e-3), tmp_path / "run", resume=True, progress=False)
+    with pytest.raises(ValueError, match="already there"):
+        train(cfg, tmp_path / "run", progress=False)
+
+
+def test_shipped_training_configs_load():
+    for side in ("seller", "buyer"):
+        cfg = load_train_config(f"agents/rl/configs/{side}.toml")
+        assert cfg.side == side and cfg.opponents and cfg.family.configs
+
+
+_GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[train]\nside = 'both'\n" + _GOOD, "side"),
+        ("[train]\nlr = -1\n" + _GOOD, "lr"),
+        ("[train]\nsteps_per = 3\n" + _GOOD, "unknown"),
+        ("[[opponents]]\nname='truthful'\n[family]\nconfigs=['x']\n", "markets.x"),
+        ("[[opponents]]\nname='truthful'\n[markets.a]\nbuyers=0\n[family]\n", "buyers"),
+        ("[family]\n[markets.a]\nbuyers = 3\n", "opponents"),
+        ("[train\n", "not valid TOML"),
+    ],
+)
+def test_bad_training_configs_name_the_problem(tmp_path, text, words):
+    path = tmp_path / "t.toml"
+    path.write_text(text)
+    assert load_train_config(str(_write(tmp_path / "ok.toml", _GOOD))).family
+    with pytest.raises(ValueError, match=words):
+        load_train_config(str(path))
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_learning_works_where_the_answer_is_known(tmp_path):
+    """Exact public signals, truthful buyers, T >= N: asking each buyer its signal on the
+    best assignment takes the whole surplus. A short PPO run from scratch gets there."""
+    exact = MarketConfig(buyers=4, products=2, inventory=2, turns=6, signal_noise=0.0)
+    family = ConfigFamily(configs=(("exact", exact),))
+    cfg = TrainConfig(
+        side="seller",
+        name="exact",
+        iterations=40,
+        batch_size=256,
+        hidden=32,
+        lr=1e-3,
+        lr_end=3e-4,
+        ent_coef=0.003,
+        ent_end=0.0,
+        eval_every=0,
+        eval_markets=50,
+        checkpoint_every=40,
+        opponents=(Opponent("truthful"),),
+        family=family,
+    )
+    out = train(cfg, tmp_path / "run", progress=False)
+    m = play_markets(exact, 99, range(400), checkpoint.load(out), Truthful())
+    assert np.nanmean(m["capture"]) >= 0.9

@@ -12,14 +12,16 @@ small linear program, so metrics and rewards that use it are verifiable:
 - ``optimal_welfare`` / ``optimal_assignment``: the best total surplus, with an
   optional cap on the number of trades.
 - ``welfare_bound``: W*_T, the same optimum when a market of ``T`` turns can
-  close at most ``T`` deals; this is the full-information bound metrics divide by.
+  close at most ``T`` deals; this is the full-information bound metrics divide by
+  (the value is ``w_star`` in metrics, rewards and stored rows; W* without the turn
+  limit is ``w_star_unlimited``).
 - ``walrasian_prices``: the lowest and highest competitive (Walrasian) prices of
   the Shapley-Shubik assignment game with multi-unit supply.
 - ``vcg_payments``: the VCG payment of each buyer. They add up to the revenue at
   the lowest Walrasian prices (Leonard 1983).
 
 Revenue benchmarks for a seller therefore order as
-VCG (= lowest Walrasian) <= highest Walrasian <= W*.
+VCG (= lowest Walrasian) <= highest Walrasian <= W* (and W*_T <= W*).
 """
 
 from __future__ import annotations

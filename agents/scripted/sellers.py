@@ -33,6 +33,7 @@ from arena.generator import MarketBatch
 from arena.noise import uniform
 from arena.observation import COUNTER, REJECT, LastDecision, SellerObs
 from arena.oracle import optimal_assignment
+from arena.prices import cents
 
 __all__ = [
     "DescendingOffers",
@@ -42,17 +43,11 @@ __all__ = [
     "PostedPrice",
     "PricingBandit",
     "RandomTarget",
-    "cents",
     "next_buyer",
 ]
 
 _INVALID = int(LastDecision.INVALID)
 _CENT = 0.01
-
-
-def cents(price: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Prices rounded to cents, kept inside [lo, hi] (readable transcripts, same economics)."""
-    return np.clip(np.round(price, 2), np.ceil(lo * 100) / 100, np.floor(hi * 100) / 100)
 
 
 def next_buyer(obs: SellerObs) -> np.ndarray:
@@ -68,14 +63,10 @@ def next_buyer(obs: SellerObs) -> np.ndarray:
 
 
 def _price(price: np.ndarray, obs: SellerObs) -> np.ndarray:
-    """Whole cents inside [lo, hi], finite on every row.
-
-    The final clip matters only for ranges narrower than a cent, where ``cents`` alone
-    could step outside the range; nan (rows of ended markets) becomes ``lo``.
-    """
+    """Whole cents inside [lo, hi], finite on every row (nan, from rows of ended markets,
+    becomes ``lo``)."""
     lo, hi = obs.price_range
-    p = np.clip(cents(price, lo, hi), lo, hi)
-    return np.where(np.isfinite(p), p, lo)
+    return cents(price, lo, hi)
 
 
 def _at_most(bid: np.ndarray, obs: SellerObs) -> np.ndarray:

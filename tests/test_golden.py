@@ -57,6 +57,7 @@ def _key(*parts: object) -> str:
 
 def _rows_digest(records) -> dict:
     """A digest of every stored row (exact) and per-column sums (to locate a difference)."""
+    records = {name: np.asarray(records[name]) for name in records}
     names = list(records.keys())
     h = hashlib.sha256()
     n = len(records["market"])
@@ -76,17 +77,15 @@ def _plain(x):
 
 def figures(analysis) -> tuple[dict[str, float], dict[str, float]]:
     """(point figures, bootstrap figures) of an analysis, keyed by what they are."""
-    from tournaments.analysis import SPLIT_METRICS
-
     point: dict[str, float] = {}
     boot: dict[str, float] = {}
     for r in analysis.ratings:
-        point[_key("rating", r["player"], "bt")] = r["bt"]
-        point[_key("rating", r["player"], "elo")] = r["elo"]
-        point[_key("rating", r["player"], "games")] = r["games"]
-        boot[_key("rating", r["player"], "lower")] = r["lower"]
-        boot[_key("rating", r["player"], "upper")] = r["upper"]
-        boot[_key("rating", r["player"], "rank")] = r["rank"]
+        point[_key("rating", r.player, "bt")] = r.bt
+        point[_key("rating", r.player, "elo")] = r.elo
+        point[_key("rating", r.player, "games")] = r.games
+        boot[_key("rating", r.player, "lower")] = r.lower
+        boot[_key("rating", r.player, "upper")] = r.upper
+        boot[_key("rating", r.player, "rank")] = r.rank
     for side, board in analysis.sides.items():
         for r in board.ratings:
             point[_key(side, r.player, "rating")] = r.rating
@@ -101,18 +100,18 @@ def figures(analysis) -> tuple[dict[str, float], dict[str, float]]:
             boot[_key(*k, "diff_lower")] = p.diff_lower
             boot[_key(*k, "diff_upper")] = p.diff_upper
     for r in analysis.split:
-        k = (r["config"], r["disclosure"], r["seller"], r["buyer"])
-        point[_key(*k, "n")] = r["n"]
-        for name in SPLIT_METRICS:
-            point[_key(*k, name)] = r[name]
-            point[_key(*k, name, "lower")] = r[f"{name}_lower"]
-            point[_key(*k, name, "upper")] = r[f"{name}_upper"]
+        k = (r.config, r.disclosure, r.seller, r.buyer)
+        point[_key(*k, "n")] = r.n
+        for name, (mean, lower, upper) in r.metrics.items():
+            point[_key(*k, name)] = mean
+            point[_key(*k, name, "lower")] = lower
+            point[_key(*k, name, "upper")] = upper
     for r in analysis.effect:
-        k = (r["treatment"], r["control"], r["config"], r["seller"], r["buyer"], r["metric"])
+        k = (r.treatment, r.control, r.config, r.seller, r.buyer, r.metric)
         for name in ("n", "control_mean", "treatment_mean", "diff", "t_lower", "t_upper"):
-            point[_key(*k, name)] = r[name]
-        boot[_key(*k, "lower")] = r["lower"]
-        boot[_key(*k, "upper")] = r["upper"]
+            point[_key(*k, name)] = getattr(r, name)
+        boot[_key(*k, "lower")] = r.lower
+        boot[_key(*k, "upper")] = r.upper
     return point, boot
 
 

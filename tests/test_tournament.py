@@ -96,14 +96,14 @@ buyers = 4
     [
         (GOOD.replace('"posted_price"', '"nobody"'), "unknown seller entry 'nobody'"),
         (GOOD.replace('"truthful"', '"truthful:0.5,ghost:0.5"'), "unknown buyer entry 'ghost'"),
-        (GOOD.replace("buyers = 4", "buyers = 0"), "markets.m: buyers"),
+        (GOOD.replace("buyers = 4", "buyers = 0"), "configs.m: buyers"),
         (GOOD.replace("buyers = 4", "colour = 4"), "unknown market field(s) colour"),
         (GOOD.replace('sellers = ["posted_price"]', "sellers = []"), "tournament.sellers is empty"),
         (GOOD.replace('["truthful"]', '["truthful", "truthful"]'), "names truthful twice"),
         (GOOD.replace('["hidden"]', '["sometimes"]'), "unknown disclosure rule"),
         (GOOD.replace("[tournament]", "[tournament]\nmarkets = 0"), "tournament.markets"),
         (GOOD.replace("[tournament]", "[tournament]\nspeed = 1"), "unknown tournament key"),
-        (GOOD.replace("[markets.m]\nbuyers = 4\n", ""), "no [markets.NAME] table"),
+        (GOOD.replace("[markets.m]\nbuyers = 4\n", ""), "no [configs.NAME] table"),
         (GOOD + "\n[oops\n", "not valid TOML"),
     ],
 )
@@ -124,10 +124,10 @@ def test_round_robin_and_seeds():
     matches = spec.matches()
     assert len(matches) == 1 * 1 * 2 * 2
     assert [m.match_id for m in matches] == sorted(m.match_id for m in matches)
-    assert {m.config.disclosure for m in matches} == {"hidden", "mandatory"}
+    assert {m.market_config.disclosure for m in matches} == {"hidden", "mandatory"}
     # A side's seed depends on its entry and the market config, not on the opponent or the
     # disclosure rule, so paired comparisons share the dice.
-    by_rule = {(m.market, m.disclosure): spec.policy_seed(m, "buyer") for m in matches}
+    by_rule = {(m.config, m.disclosure): spec.policy_seed(m, "buyer") for m in matches}
     assert by_rule[("a", "hidden")] == by_rule[("a", "mandatory")]
     assert by_rule[("a", "hidden")] != by_rule[("b", "hidden")]
     assert spec.policy_seed(matches[0], "seller") != spec.policy_seed(matches[0], "buyer")

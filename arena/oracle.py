@@ -29,7 +29,6 @@ from __future__ import annotations
 import operator
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment, linprog
 
 __all__ = [
     "optimal_assignment",
@@ -128,6 +127,10 @@ def _solve(
         # gains, so an optimum fills all dummies and trades exactly k real units.
         dummies = np.full((n, n - max_trades), 2.0 * smax)  # > any one surplus, at any scale
         weights = np.concatenate([weights, dummies], axis=1)
+    # scipy.optimize is imported on first use: importing it takes most of a second, and
+    # readers of stored results (reports) need the metric names, not the solver.
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(weights, maximize=True)
     real = cols < n_units
     rows, cols = rows[real], cols[real]
@@ -293,6 +296,8 @@ def walrasian_prices(
 
     objective = np.zeros(n + m)
     objective[n:] = 1.0
+    from scipy.optimize import linprog
+
     extremes = []
     for sign in (1.0, -1.0):
         res = linprog(

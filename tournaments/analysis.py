@@ -15,12 +15,13 @@ their bootstrap.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from agents.evaluate import mean_ci_by_group
+from agents.stats import mean_ci
 from tournaments import ratings as rt
 from tournaments.effects import (
     EFFECT_METRICS,
@@ -45,6 +46,11 @@ SPLIT_METRICS = (
 """Columns of :func:`surplus_split`, each as mean and 95% Student-t interval per market."""
 
 SIDES = ("seller", "buyer")
+
+COLUMNS = tuple(
+    dict.fromkeys(("profit", "buyer_surplus", "w_star", *SPLIT_METRICS, *EFFECT_METRICS))
+)
+"""The stored metrics the analyses read (``ResultStore.records(COLUMNS)``)."""
 
 
 @dataclass(frozen=True)
@@ -110,20 +116,19 @@ def surplus_split(records: Records, metrics: Sequence[str] = SPLIT_METRICS) -> l
     a 95% Student-t interval over the finite values."""
     rec = Records.from_columns(records)
     t = rec.matches
-    played = np.unique(rec.match)
-    n = np.bincount(rec.match, minlength=len(t))
-    stats = {name: mean_ci_by_group(rec.metrics[name], rec.match, len(t)) for name in metrics}
-    order = sorted(played.tolist(), key=lambda m: (t.config[m], t.disclosure[m], t.seller[m],
-                                                    t.buyer[m]))  # fmt: skip
+    # A match's rows are contiguous: each pairing is one slice.
+    bounds = np.searchsorted(rec.match, np.arange(len(t) + 1))
+    played = [m for m in range(len(t)) if bounds[m + 1] > bounds[m]]
+    order = sorted(played, key=lambda m: (t.config[m], t.disclosure[m], t.seller[m], t.buyer[m]))
     return [
         SplitRow(
             seller=t.seller[m],
             buyer=t.buyer[m],
             disclosure=t.disclosure[m],
             config=t.config[m],
-            n=int(n[m]),
+            n=int(bounds[m + 1] - bounds[m]),
             metrics={
-                name: (float(s[0][m]), float(s[1][m]), float(s[2][m])) for name, s in stats.items()
+                name: mean_ci(rec.metrics[name][bounds[m] : bounds[m + 1]]) for name in metrics
             },
         )
         for m in order
@@ -148,7 +153,9 @@ class _Scored:
     instance: np.ndarray  # per row: (config, market) numbered in sorted order
 
 
-def _scored(records: Records) -> _Scored:
+def _scored(records: Records | _Scored) -> _Scored:
+    if isinstance(records, _Scored):
+        return records
     rec = Records.from_columns(records)
     s = np.asarray(rt.score(rec["profit"], rec["buyer_surplus"], rec["w_star"]), dtype=float)
     rec = rec.take(np.isfinite(s))
@@ -189,31 +196,67 @@ def ratings_table(
     instance stays together. ``reference`` (an entry name) is pinned at 1000 on both scales;
     without it the mean is.
     """
-    sc = _scored(records)
-    if len(sc.s) == 0:
-        return []
-    if reference is not None and reference not in sc.side:
-        prefixed = [p for p in sc.side if p.split(":", 1)[-1] == reference]
-        if len(prefixed) != 1:
-            raise ValueError(f"reference {reference!r} is not an entry of these records")
-        reference = prefixed[0]
-    games = rt.Games.from_codes(sc.players, sc.seller, sc.buyer, sc.s)
-    groups = (sc.instance, int(sc.instance.max()) + 1)
-    bt = rt.bootstrap_games(games, rounds=rounds, seed=seed, reference=reference, group=groups)
-    elo = rt.elo_shuffled_games(games, shuffles=shuffles, seed=seed, reference=reference)
-    return [
-        RatingRow(
-            player=r.player,
-            side=sc.side[r.player],
-            elo=elo[r.player],
-            bt=r.rating,
-            lower=r.lower,
-            upper=r.upper,
-            rank=r.rank,
-            games=r.games,
+    job = _RatingsJob(_scored(records), reference, rounds, seed, shuffles, background=False)
+    return job.rows()
+
+
+# Games from which Elo runs in a second process while the other analyses run: below this,
+# starting the process costs more than it saves.
+BACKGROUND_ELO_GAMES = 100_000
+
+
+class _RatingsJob:
+    """The ratings of :func:`ratings_table`, with Elo (the one sequential computation)
+    started first, optionally in a second process, and collected by ``rows()``."""
+
+    def __init__(
+        self,
+        sc: _Scored,
+        reference: str | None,
+        rounds: int,
+        seed: int,
+        shuffles: int,
+        background: bool,
+    ) -> None:
+        self.sc, self.rounds, self.seed = sc, rounds, seed
+        self.games = None
+        if len(sc.s) == 0:
+            return
+        if reference is not None and reference not in sc.side:
+            prefixed = [p for p in sc.side if p.split(":", 1)[-1] == reference]
+            if len(prefixed) != 1:
+                raise ValueError(f"reference {reference!r} is not an entry of these records")
+            reference = prefixed[0]
+        self.reference = reference
+        self.games = rt.Games.from_codes(sc.players, sc.seller, sc.buyer, sc.s)
+        kwargs = {"shuffles": shuffles, "seed": seed, "reference": reference}
+        if background:
+            self.elo = rt.BackgroundElo(self.games, **kwargs)
+        else:
+            self.elo = rt.elo_shuffled_games(self.games, **kwargs)
+
+    def rows(self) -> list[RatingRow]:
+        if self.games is None:
+            return []
+        sc = self.sc
+        groups = (sc.instance, int(sc.instance.max()) + 1)
+        bt = rt.bootstrap_games(
+            self.games, rounds=self.rounds, seed=self.seed, reference=self.reference, group=groups
         )
-        for r in bt
-    ]
+        elo = self.elo.result() if isinstance(self.elo, rt.BackgroundElo) else self.elo
+        return [
+            RatingRow(
+                player=r.player,
+                side=sc.side[r.player],
+                elo=elo[r.player],
+                bt=r.rating,
+                lower=r.lower,
+                upper=r.upper,
+                rank=r.rank,
+                games=r.games,
+            )
+            for r in bt
+        ]
 
 
 def side_leaderboards(
@@ -267,29 +310,41 @@ def analyze(
     seed: int = 0,
     rating_rounds: int = 200,
     effect_rounds: int = 1000,
+    *,
+    background: bool | None = None,
 ) -> Analysis:
     """Every analysis of the records with one seed. The disclosure effect is measured for
-    each rule played beside ``hidden`` (mandatory, voluntary), each against hidden."""
+    each rule played beside ``hidden`` (mandatory, voluntary), each against hidden.
+
+    ``background``: run Elo in a second process while the other analyses run (None: when
+    there are at least ``BACKGROUND_ELO_GAMES`` games and two CPUs). The results are the
+    same either way."""
     rec = Records.from_columns(records)
     rules = {rec.matches.disclosure[m] for m in set(rec.match.tolist())}
     treatments = [t for t in ("mandatory", "voluntary") if t in rules and "hidden" in rules]
+    scored = _scored(rec)
+    if background is None:
+        background = len(scored.s) >= BACKGROUND_ELO_GAMES and (os.cpu_count() or 1) >= 2
+    # 32 seeded orders: Elo is the secondary column; Bradley-Terry carries the CIs.
+    ratings = _RatingsJob(scored, reference, rating_rounds, seed, 32, background)
+    sides = side_leaderboards(scored, reference=reference, rounds=rating_rounds, seed=seed)
+    split = tuple(surplus_split(rec))
+    effect = tuple(
+        row
+        for t in treatments
+        for row in disclosure_effect(rec, rounds=effect_rounds, seed=seed, treatment=t)
+    )
     return Analysis(
-        # 32 seeded orders: Elo is the secondary column; Bradley-Terry carries the CIs.
-        ratings=tuple(
-            ratings_table(rec, reference=reference, rounds=rating_rounds, seed=seed, shuffles=32)
-        ),
-        sides=side_leaderboards(rec, reference=reference, rounds=rating_rounds, seed=seed),
-        split=tuple(surplus_split(rec)),
-        effect=tuple(
-            row
-            for t in treatments
-            for row in disclosure_effect(rec, rounds=effect_rounds, seed=seed, treatment=t)
-        ),
+        ratings=tuple(ratings.rows()),
+        sides=sides,
+        split=split,
+        effect=effect,
         markets=rec.rows,
     )
 
 
 __all__ = [
+    "COLUMNS",
     "EFFECT_METRICS",
     "SIDES",
     "SPLIT_METRICS",

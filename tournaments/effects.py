@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.evaluate import mean_ci_by_group
+from agents.stats import mean_ci
 from arena.seeding import keyed_sequence
 from tournaments.ratings.scale import percentile_interval
 from tournaments.records import Records
@@ -161,34 +161,30 @@ def disclosure_effect(
                     cols.append(col)
         t_vals, c_vals = np.stack(cols_t, axis=1), np.stack(cols_c, axis=1)
         d = t_vals - c_vals  # NaN wherever either side is missing or undefined
-        ok = np.isfinite(d)
-        n = ok.sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t_mean = np.where(ok, t_vals, 0.0).sum(axis=0) / n
-            c_mean = np.where(ok, c_vals, 0.0).sum(axis=0) / n
-        column = np.broadcast_to(np.arange(d.shape[1]), d.shape)
-        diff, t_lo, t_hi = mean_ci_by_group(d.reshape(-1), column.reshape(-1), d.shape[1])
         rng = np.random.default_rng(keyed_sequence(seed, f"disclosure effect\x1f{config}"))
         lo, hi = bootstrap_means(d, multiplicities(rng, len(idx), rounds))
         c = 0
         for _, seller, buyer in keys:
             for name in metrics:
+                ok = np.isfinite(d[:, c])
+                dc = d[ok, c]
+                diff, t_lo, t_hi = mean_ci(dc)
                 rows.append(
                     EffectRow(
                         seller=seller,
                         buyer=buyer,
                         config=config,
                         metric=name,
-                        n=int(n[c]),
+                        n=int(ok.sum()),
                         control=control,
                         treatment=treatment,
-                        control_mean=float(c_mean[c]),
-                        treatment_mean=float(t_mean[c]),
-                        diff=float(diff[c]),
+                        control_mean=float(c_vals[ok, c].mean()) if ok.any() else math.nan,
+                        treatment_mean=float(t_vals[ok, c].mean()) if ok.any() else math.nan,
+                        diff=diff,
                         lower=float(lo[c]),
                         upper=float(hi[c]),
-                        t_lower=float(t_lo[c]),
-                        t_upper=float(t_hi[c]),
+                        t_lower=t_lo,
+                        t_upper=t_hi,
                     )
                 )
                 c += 1

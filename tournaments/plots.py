@@ -3,6 +3,10 @@ the disclosure effect. Each takes the rows of ``tournaments.analysis`` and a pat
 
 Plots are drawn on the Agg canvas directly (no pyplot, no global backend switch), and
 their PNGs carry no software or date stamp: the same results give the same bytes.
+
+Speed: a report draws these for hundreds of pairings, so the layout is computed here in
+inches (no layout engine measuring every label), bars of one colour are one collection,
+and interval bars of one colour are one ``errorbar`` call.
 """
 
 from __future__ import annotations
@@ -39,15 +43,28 @@ def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    # Constrained layout also makes room for suptitles and figure legends, at any height.
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
 
 
+def _axes(fig, left: float, bottom: float, width: float, height: float):
+    """Axes placed in inches from the figure's lower left corner."""
+    w, h = fig.get_size_inches()
+    return fig.add_axes((left / w, bottom / h, width / w, height / h))
+
+
+def _text_width(labels: Sequence[str], size: float) -> float:
+    """About how wide (inches) the longest label is at ``size`` points."""
+    return 0.56 * size / 72 * max((len(s) for s in labels), default=0)
+
+
 def _save(fig, path: Path) -> None:
-    # No "Software" text chunk; Agg writes no date into a PNG.
-    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
+    # No "Software" text chunk; Agg writes no date into a PNG. A light compression: the
+    # files are a little larger and written several times faster.
+    fig.savefig(
+        path, dpi=DPI, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 2}
+    )
 
 
 def _errors(point: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -61,8 +78,11 @@ def plot_ratings(rows: Sequence[RatingRow], path: str | Path) -> Path:
     from matplotlib.lines import Line2D
 
     n = len(rows)
-    fig = _figure(7.5, max(2.6, 0.42 * n + 1.4))
-    ax = fig.add_subplot()
+    labels = [f"{r.player} (#{r.rank})" for r in rows]
+    left = _text_width(labels, 10) + 0.3
+    height = max(2.6, 0.42 * n + 1.4)
+    fig = _figure(left + 6.0, height)
+    ax = _axes(fig, left, 0.6, 5.8, height - 1.0)
     y = np.arange(n)[::-1]
     for side, color in SIDE_COLORS.items():
         k = np.array([r.side == side for r in rows])
@@ -80,7 +100,7 @@ def plot_ratings(rows: Sequence[RatingRow], path: str | Path) -> Path:
             elo, y[k] + 0.22, marker="D", facecolors="none", edgecolors=color, s=22, zorder=3
         )
     ax.axvline(1000.0, color="0.5", ls="--", lw=1)
-    ax.set_yticks(y, [f"{r.player} (#{r.rank})" for r in rows])
+    ax.set_yticks(y, labels)
     ax.set_ylim(-0.7, n - 0.3)
     ax.set_xlabel("rating (Elo scale: +400 = 10:1 odds)")
     ax.set_title("Ratings: Bradley-Terry with 95% bootstrap interval")
@@ -97,6 +117,23 @@ def plot_ratings(rows: Sequence[RatingRow], path: str | Path) -> Path:
     return Path(path)
 
 
+def _bars(ax, y: np.ndarray, left: np.ndarray, width: np.ndarray, color: str) -> None:
+    """Horizontal bars (height 0.7) as one collection."""
+    from matplotlib.collections import PolyCollection
+
+    x0, x1 = left, left + width
+    verts = np.stack(
+        [
+            np.stack([x0, y - 0.35], axis=1),
+            np.stack([x1, y - 0.35], axis=1),
+            np.stack([x1, y + 0.35], axis=1),
+            np.stack([x0, y + 0.35], axis=1),
+        ],
+        axis=1,
+    )
+    ax.add_collection(PolyCollection(verts, facecolors=color, edgecolors="white", linewidths=0.5))
+
+
 def plot_surplus_split(rows: Sequence[SplitRow], path: str | Path) -> Path:
     """Stacked horizontal bars per pairing: seller profit, then buyer surplus of humans and of
     agents (means per market), labelled with the efficiency. A grid with one row of panels per
@@ -106,59 +143,70 @@ def plot_surplus_split(rows: Sequence[SplitRow], path: str | Path) -> Path:
 
     configs = list(dict.fromkeys(r.config for r in rows))
     rules = list(dict.fromkeys(r.disclosure for r in rows))
-    panels: dict[tuple[str, str], list[dict]] = {}
+    panels: dict[tuple[str, str], list[SplitRow]] = {}
     for r in rows:
         panels.setdefault((r.config, r.disclosure), []).append(r)
     pairings = {
         c: list(dict.fromkeys((r.seller, r.buyer) for r in rows if r.config == c)) for c in configs
     }
-    heights = [0.3 * len(pairings[c]) + 0.9 for c in configs]
-    fig = _figure(3.0 + 4.2 * len(rules), sum(heights) + 1.3)
-    grid = fig.subplots(len(configs), len(rules), squeeze=False, height_ratios=heights)
+    names = {c: [f"{s} vs {b}" for s, b in reversed(pairings[c])] for c in configs}
+    left = _text_width([x for c in configs for x in names[c]], 7.5) + 0.25
+    panel_w, gap_w = 3.8, 0.4
+    heights = [0.3 * len(pairings[c]) + 0.2 for c in configs]
+    top, row_gap, bottom = 0.55, 0.75, 0.95  # suptitle; a panel's title and ticks; legend
+    fig_h = top + sum(heights) + row_gap * (len(configs) - 1) + bottom
+    fig = _figure(left + len(rules) * (panel_w + gap_w), fig_h)
+    y_top = fig_h - top
     for i, config in enumerate(configs):
+        y_top -= heights[i] + (row_gap if i else 0.0)
         where = {p: k for k, p in enumerate(reversed(pairings[config]))}
-        right = 0.0
+        axes, lo, hi = [], 0.0, 0.0
         for j, rule in enumerate(rules):
-            ax = grid[i, j]
-            if j:
-                ax.sharex(grid[i, 0])
             prow = panels.get((config, rule), [])
             if not prow:
-                ax.set_visible(False)
                 continue
-            y = np.array([where[(r.seller, r.buyer)] for r in prow])
+            ax = _axes(fig, left + j * (panel_w + gap_w), y_top, panel_w, heights[i])
+            y = np.array([where[(r.seller, r.buyer)] for r in prow], dtype=float)
             pos = np.zeros(len(prow))  # stacks grow right from 0; negatives are drawn left
             neg = np.zeros(len(prow))
             for key, _, color in SPLIT_PARTS:
                 v = np.nan_to_num(np.array([r.mean(key) for r in prow], dtype=float))
-                left = np.where(v >= 0, pos, neg)
-                ax.barh(y, v, left=left, color=color, height=0.7, edgecolor="white", lw=0.5)
+                _bars(ax, y, np.where(v >= 0, pos, neg), v, color)
                 pos += np.maximum(v, 0.0)
                 neg += np.minimum(v, 0.0)
-            right = max(right, float(pos.max()))
+            lo, hi = min(lo, float(neg.min())), max(hi, float(pos.max()))
             for yk, x, r in zip(y, pos, prow, strict=True):
-                ax.annotate(
-                    f" {fmt(r.mean('efficiency'))}",
-                    (x, yk),
-                    va="center",
-                    fontsize=6.5,
-                    color="0.25",
-                    annotation_clip=False,
-                )
-            labels = [f"{s} vs {b}" for s, b in reversed(pairings[config])]
-            ax.set_yticks(np.arange(len(labels)), labels if j == 0 else [], fontsize=7.5)
-            ax.set_ylim(-0.6, len(labels) - 0.4)
+                ax.text(x, yk, f" {fmt(r.mean('efficiency'))}", va="center", fontsize=6.5,
+                        color="0.25", clip_on=False)  # fmt: skip
+            # Pairing names as plain text left of the first panel: a tick costs a handful
+            # of artists, and there are hundreds of pairings.
+            ax.set_yticks([])
+            if j == 0:
+                blend = ax.get_yaxis_transform()
+                for k, label in enumerate(names[config]):
+                    ax.text(-0.01, k, label, transform=blend, ha="right", va="center",
+                            fontsize=7.5)  # fmt: skip
+            ax.set_ylim(-0.6, len(names[config]) - 0.4)
             ax.set_title(f"{config} / {rule}", fontsize=10, loc="left")
             ax.axvline(0.0, color="0.3", lw=0.8)
             ax.grid(axis="x", alpha=0.3)
             ax.tick_params(axis="x", labelsize=8)
-        lo, hi = grid[i, 0].get_xlim()
-        grid[i, 0].set_xlim(lo, max(hi, 1.18 * right))  # room for the efficiency labels
-    for ax in grid[-1]:
-        ax.set_xlabel("mean per market (price units)", fontsize=8)
+            axes.append(ax)
+        # One price scale per config, with room on the right for the efficiency labels.
+        span = max(hi - lo, 1e-9)
+        for ax in axes:
+            ax.set_xlim(lo - 0.03 * span, hi + 0.18 * span)
+        if i == len(configs) - 1:
+            for ax in axes:
+                ax.set_xlabel("mean per market (price units)", fontsize=8)
     handles = [Patch(color=c, label=label) for _, label, c in SPLIT_PARTS]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle("Surplus split per pairing (mean per market; labels: efficiency)", fontsize=11)
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(
+        "Surplus split per pairing (mean per market; labels: efficiency)",
+        fontsize=11,
+        y=1 - 0.2 / fig_h,
+        va="top",
+    )
     _save(fig, Path(path))
     return Path(path)
 
@@ -178,28 +226,41 @@ def plot_disclosure_forest(rows: Sequence[EffectRow], path: str | Path) -> Path:
     # Few pairings: wrap a config's panels into rows of three; many: one row per config.
     ncols = len(metrics) if max(map(len, pairings.values())) > 10 else min(len(metrics), 3)
     per_config = math.ceil(len(metrics) / ncols)
-    heights = [max(1.7, 0.32 * len(pairings[c]) + 0.9) for c in configs for _ in range(per_config)]
-    fig = _figure(3.4 * ncols + 2.4, sum(heights) + 0.4)
-    grid = fig.subplots(len(heights), ncols, squeeze=False, height_ratios=heights)
+    left = _text_width([f"{s} vs {b}" for c in configs for s, b in pairings[c]], 10) + 0.3
+    panel_w, gap_w, top, row_gap, bottom = 3.0, 0.4, 0.6, 0.7, 0.45
+    heights = [max(1.0, 0.32 * len(pairings[c]) + 0.2) for c in configs for _ in range(per_config)]
+    fig_h = top + sum(heights) + row_gap * (len(heights) - 1) + bottom
+    fig = _figure(left + ncols * (panel_w + gap_w), fig_h)
+    y_top = fig_h - top
     for k, config in enumerate(configs):
-        block = grid[k * per_config : (k + 1) * per_config].reshape(-1)
         n = len(pairings[config])
         y = np.arange(n)[::-1]
         where = {p: y[i] for i, p in enumerate(pairings[config])}
-        for ax in block[len(metrics) :]:
-            ax.set_visible(False)
-        for j, (ax, metric) in enumerate(zip(block, metrics, strict=False)):
-            for r in rows:
-                if r.config != config or r.metric != metric or not math.isfinite(r.diff):
+        for j, metric in enumerate(metrics):
+            row = k * per_config + j // ncols
+            if j % ncols == 0:
+                y_top -= heights[row] + (row_gap if row else 0.0)
+            ax = _axes(fig, left + (j % ncols) * (panel_w + gap_w), y_top, panel_w, heights[row])
+            mine = [
+                r
+                for r in rows
+                if r.config == config and r.metric == metric and math.isfinite(r.diff)
+            ]
+            # False when there is no interval: drawn grey.
+            clear = np.array([r.lower > 0 or r.upper < 0 for r in mine], dtype=bool)
+            for dark, color in ((True, "black"), (False, "0.6")):
+                part = [r for r, c in zip(mine, clear, strict=True) if c == dark]
+                if not part:
                     continue
-                clear = r.lower > 0 or r.upper < 0  # False when there is no interval
-                d = np.array([r.diff])
+                d = np.array([r.diff for r in part])
+                lo = np.array([r.lower for r in part])
+                hi = np.array([r.upper for r in part])
                 ax.errorbar(
                     d,
-                    [where[(r.seller, r.buyer)]],
-                    xerr=_errors(d, np.array([r.lower]), np.array([r.upper])),
+                    [where[(r.seller, r.buyer)] for r in part],
+                    xerr=_errors(d, lo, hi),
                     fmt="o",
-                    color="black" if clear else "0.6",
+                    color=color,
                     capsize=3,
                     ms=4,
                     lw=1.3,
@@ -219,6 +280,8 @@ def plot_disclosure_forest(rows: Sequence[EffectRow], path: str | Path) -> Path:
     fig.suptitle(
         f"Disclosure effect: {treat} - {ctrl}, paired per market (95% bootstrap interval)",
         fontsize=11,
+        y=1 - 0.15 / fig_h,
+        va="top",
     )
     _save(fig, Path(path))
     return Path(path)

@@ -1,5 +1,8 @@
 """Tournament specs (TOML) and the round robin they describe.
 
+The registry (and with it every policy) is imported only to check or host entries, so
+that reading a stored spec for a report stays cheap.
+
 A spec::
 
     [tournament]
@@ -36,7 +39,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from agents import registry
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.seeding import keyed_seed
 from tournaments.types import Match
@@ -116,6 +118,8 @@ class TournamentSpec:
 
     def check_entries(self) -> None:
         """Every seller, buyer entry and population names something the registry builds."""
+        from agents import registry
+
         pops = dict(self.populations)
         for name in pops:
             if name in {e.name for e in registry.entries()}:
@@ -135,6 +139,8 @@ class TournamentSpec:
     def hosted_entries(self) -> list[tuple[str, str]]:
         """(side, entry) of every entry that runs in its own actor: the spec's ``hosted`` list
         and the entries the registry marks as expensive."""
+        from agents import registry
+
         out = []
         for name in self.sellers:
             if name in self.hosted or registry.get(name, "seller").hosting == "actor":
@@ -227,6 +233,8 @@ def _check(ok: bool, message: str) -> None:
 
 
 def _entry(build) -> None:
+    from agents import registry
+
     try:
         build()
     except (registry.UnknownEntry, ValueError) as err:

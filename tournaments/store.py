@@ -25,7 +25,7 @@ import json
 import platform
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from itertools import repeat
 from pathlib import Path
@@ -212,8 +212,13 @@ class ResultStore:
             raise StoreError(f"{self.path}: the stored spec cannot be read")
         return spec
 
-    def records(self) -> Records:
-        """Every market row, sorted by (match_id, market), as columns."""
+    def records(self, metrics: Sequence[str] = STORED_METRICS) -> Records:
+        """Every market row, sorted by (match_id, market), as columns: the stored ``metrics``
+        (all by default; an analysis reads only those it uses, and most of the time of
+        reading is spent per value)."""
+        unknown = sorted(set(metrics) - set(STORED_METRICS))
+        if unknown:
+            raise ValueError(f"no stored column {', '.join(unknown)}")
         matches = self.conn.execute(
             "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
             "ORDER BY match_id"
@@ -224,19 +229,19 @@ class ResultStore:
         number[[m[0] for m in matches]] = np.arange(len(matches))
         table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
         rows = self.conn.execute(
-            "SELECT match, market, " + ", ".join(STORED_METRICS) + " FROM markets"
+            "SELECT " + ", ".join(["match", "market", *metrics]) + " FROM markets"
         ).fetchall()
         if not rows:
             return Records(table, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                           {m: np.zeros(0) for m in STORED_METRICS})  # fmt: skip
+                           {m: np.zeros(0) for m in metrics})  # fmt: skip
         # One conversion of the whole result; SQLite's NULL (a stored NaN) becomes NaN.
         data = np.array(rows, dtype=float)
         match = number[data[:, 0].astype(np.int64)]
         market = data[:, 1].astype(np.int64)
         order = np.lexsort((market, match))
-        metrics = {name: np.ascontiguousarray(data[order, 2 + k])
-                   for k, name in enumerate(STORED_METRICS)}  # fmt: skip
-        return Records(table, match[order], market[order], metrics)
+        columns = {name: np.ascontiguousarray(data[order, 2 + k])
+                   for k, name in enumerate(metrics)}  # fmt: skip
+        return Records(table, match[order], market[order], columns)
 
     def transcript(self, match_id: str, market: int) -> list[dict] | None:
         row = self.conn.execute(

@@ -46,13 +46,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report(folder: str, full: bool) -> int:
     """Analyse a run once; print every table (``full``) or the ratings only, and write the
     Markdown report with its plots into the run folder."""
+    from tournaments.analysis import COLUMNS
     from tournaments.report import analyze_run, report_text, write_report
     from tournaments.store import ResultStore
     from tournaments.tables import format_section, sections
 
     store = ResultStore.open(folder)
     try:
-        records, meta = store.records(), store.meta()
+        records, meta = store.records(COLUMNS), store.meta()
     finally:
         store.close()
     if records.rows == 0:

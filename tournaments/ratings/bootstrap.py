@@ -61,19 +61,19 @@ class Cells:
         extra: np.ndarray | None = None,
     ) -> Cells:
         """One cell per (unit, pair) holding the sums of its games; every unit has size 1
-        (one draw of a round is one whole unit)."""
+        (one draw of a round is one whole unit). Sums run in the order given."""
         n_pairs = int(pair.max(initial=-1)) + 1
+        size = n_units * n_pairs
         key = unit * n_pairs + pair
-        order = np.lexsort((s, key))
-        key = key[order]
-        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
+        n = np.bincount(key, minlength=size)
+        cell = np.flatnonzero(n)
         return cls(
-            pair=key[first] % max(n_pairs, 1),
-            unit=key[first] // max(n_pairs, 1),
-            w=np.add.reduceat(s[order], first) if len(key) else np.zeros(0),
-            n=np.diff(np.append(first, len(key))).astype(float),
+            pair=cell % max(n_pairs, 1),
+            unit=cell // max(n_pairs, 1),
+            w=np.bincount(key, s, size)[cell],
+            n=n[cell].astype(float),
             unit_size=np.ones(n_units, dtype=np.int64),
-            extra=None if extra is None else np.add.reduceat(extra[order], first),
+            extra=None if extra is None else np.bincount(key, extra, size)[cell],
         )
 
 
@@ -220,7 +220,9 @@ def bootstrap_games(
     else:
         codes, n_groups = group
         pair = np.searchsorted(table_keys, g.ia * p + g.ib)
-        cells = Cells.by_unit(pair, codes, g.s, n_groups)
+        # Summed in (group, pair, score) order: the sums do not depend on record order.
+        order = np.lexsort((g.s, pair, codes))
+        cells = Cells.by_unit(pair[order], codes[order], g.s[order], n_groups)
 
     rng = np.random.default_rng(seed)
     thetas, _, _ = resample_fits(cells, table, p, rounds, rng, l2, theta)

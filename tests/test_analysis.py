@@ -383,3 +383,11 @@ def test_one_market_gives_no_interval_rather_than_a_point():
     assert m == 3.0 and np.isnan(lo) and np.isnan(hi)
     lo, hi = bootstrap_mean_ci(np.array([3.0]), np.random.default_rng(0))
     assert np.isnan(lo) and np.isnan(hi)
+
+
+def test_elo_in_a_second_process_gives_the_same_ratings(records):
+    here = analyze(records, rating_rounds=20, effect_rounds=50, background=False)
+    beside = analyze(records, rating_rounds=20, effect_rounds=50, background=True)
+    assert [(r.player, r.elo, r.bt, r.lower, r.upper) for r in here.ratings] == [
+        (r.player, r.elo, r.bt, r.lower, r.upper) for r in beside.ratings
+    ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -93,8 +93,6 @@ class SplitRow:
 class Analysis:
     """Every result of a run, as computed by :func:`analyze`."""
 
-    ratings: tuple[RatingRow, ...]
-    """:func:`ratings_table`, best first."""
     sides: dict[str, rt.PairedLeaderboard]
     """:func:`side_leaderboards`, keyed by side."""
     split: tuple[SplitRow, ...]
@@ -103,6 +101,16 @@ class Analysis:
     """:func:`disclosure_effect` of each rule played beside hidden."""
     markets: int
     """Market rows analysed."""
+    _ratings: tuple[RatingRow, ...] | _RatingsJob = field(repr=False, compare=False)
+
+    @property
+    def ratings(self) -> tuple[RatingRow, ...]:
+        """:func:`ratings_table`, best first. Elo may still be running in a second process
+        when ``analyze`` returns; the first read waits for it, so a report can draw what
+        needs no rating meanwhile."""
+        if isinstance(self._ratings, _RatingsJob):
+            object.__setattr__(self, "_ratings", tuple(self._ratings.rows()))
+        return self._ratings  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------------
@@ -277,8 +285,9 @@ def side_leaderboards(
     rec, t = sc.rec, sc.rec.matches
     out: dict[str, rt.PairedLeaderboard] = {}
     for side, other, values in (("seller", "buyer", sc.s), ("buyer", "seller", 1.0 - sc.s)):
-        names = np.asarray(getattr(t, side), dtype=object)[rec.match].astype(str)
-        entries = set(names.tolist())
+        players, code = t.codes(side)
+        entry = code[rec.match]
+        entries = {players[k] for k in np.unique(entry)}
         if len(entries) < 2:
             continue
         # A market's coordinates but for the side's own entry: the opponent, the rule and
@@ -288,13 +297,14 @@ def side_leaderboards(
         rule = t.codes("disclosure")[1][rec.match]
         coords = (opponent * (int(rule.max()) + 1) + rule) * (int(sc.instance.max()) + 1)
         out[side] = rt.paired_leaderboard(
-            names,
+            entry,
             coords + sc.instance,
             values,
             rounds=rounds,
             seed=seed,
             reference=reference if reference in entries else None,
             clusters=sc.instance,
+            players=players,
         )
     return out
 
@@ -334,13 +344,7 @@ def analyze(
         for t in treatments
         for row in disclosure_effect(rec, rounds=effect_rounds, seed=seed, treatment=t)
     )
-    return Analysis(
-        ratings=tuple(ratings.rows()),
-        sides=sides,
-        split=split,
-        effect=effect,
-        markets=rec.rows,
-    )
+    return Analysis(sides=sides, split=split, effect=effect, markets=rec.rows, _ratings=ratings)
 
 
 __all__ = [

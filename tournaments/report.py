@@ -121,24 +121,26 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _figures(analysis: Analysis, stem: str) -> dict[str, tuple[str, str, Any, Any, bool]]:
-    """Section key -> (file name, alt text, plot function, its rows, before the table)."""
+    """Section key -> (file name, alt text, plot function, a function giving its rows, before
+    the table), in the order to draw them."""
     from tournaments import plots
 
-    out = {
-        "ratings": (f"{stem}_ratings.png", "Ratings with 95% bootstrap intervals",
-                    plots.plot_ratings, analysis.ratings, False),
+    out: dict[str, tuple[str, str, Any, Any, bool]] = {
         "conduct": (f"{stem}_surplus.png", "Surplus split per pairing",
-                    plots.plot_surplus_split, analysis.split, False),
+                    plots.plot_surplus_split, lambda: analysis.split, False),
     }  # fmt: skip
     # One forest plot per rule compared with hidden, of the pairings the rule changed.
     for treat in ("mandatory", "voluntary"):
         rows, _ = informative_effects([r for r in analysis.effect if r.treatment == treat])
-        name = (
-            f"{stem}_disclosure.png" if treat == "mandatory" else f"{stem}_disclosure_{treat}.png"
-        )
+        suffix = "" if treat == "mandatory" else f"_{treat}"
+        name = f"{stem}_disclosure{suffix}.png"
         out[f"effect:{treat}"] = (
-            name, "Disclosure effect forest plot", plots.plot_disclosure_forest, rows, True
+            name, "Disclosure effect forest plot", plots.plot_disclosure_forest,
+            lambda rows=rows: rows, True,
         )  # fmt: skip
+    # Last: the ratings may still be waiting for Elo from a second process.
+    out["ratings"] = (f"{stem}_ratings.png", "Ratings with 95% bootstrap intervals",
+                      plots.plot_ratings, lambda: analysis.ratings, False)  # fmt: skip
     return out
 
 
@@ -165,8 +167,10 @@ def write_report(
     info = run_info(meta)
     analysis = analysis or analyze_run(records, meta, seed=seed)
     drawn: dict[str, tuple[str, str, bool]] = {}
-    for key, (name, alt, draw, rows, before) in _figures(analysis, Path(out_name).stem).items():
+    figures = _figures(analysis, Path(out_name).stem)
+    for key, (name, alt, draw, get_rows, before) in figures.items():
         path = folder / name
+        rows = get_rows()
         if rows:
             draw(rows, path)
             drawn[key] = (name, alt, before)

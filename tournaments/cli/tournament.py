@@ -59,12 +59,15 @@ def _report(folder: str, full: bool) -> int:
     if records.rows == 0:
         raise CliError(f"{folder}: no results stored yet")
     analysis = analyze_run(records, meta)
-    if full:
-        print(report_text(records, meta, analysis=analysis))
-    else:
-        (ratings,) = [s for s in sections(analysis) if s.key == "ratings"]
-        print(format_section(ratings))
-    path = write_report(folder, records, meta, analysis=analysis)
+    # The report file first: its plots need no Elo, which may still be running beside.
+    try:
+        path = write_report(folder, records, meta, analysis=analysis)
+    finally:
+        if full:
+            print(report_text(records, meta, analysis=analysis))
+        else:
+            (ratings,) = [s for s in sections(analysis) if s.key == "ratings"]
+            print(format_section(ratings))
     print(f"\nreport with every table and plot: {path}  (terminal: arena report {folder})")
     return 0
 

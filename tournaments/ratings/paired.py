@@ -76,6 +76,7 @@ def paired_leaderboard(
     scale: RatingScale = ELO_SCALE,
     l2: float = DEFAULT_L2,
     clusters: Sequence[Hashable] | np.ndarray | None = None,
+    players: Sequence[str] | None = None,
 ) -> PairedLeaderboard:
     """Rank the entries of one side by paired comparisons on identical markets.
 
@@ -103,23 +104,36 @@ def paired_leaderboard(
     one market id: when several market ids are the same instance met under different
     conditions (other opponents, other rules), they are correlated, and resampling whole
     instances keeps the intervals honest. Without it each market id is its own unit.
+
+    Callers that hold codes pass ``players`` (sorted names) and ``entries`` as integer codes
+    into it, and integer arrays as ``markets`` and ``clusters``: nothing is encoded again.
     """
     check_confidence(rounds, confidence)
-    names = np.asarray(entries, dtype=str).reshape(-1)
     vals = np.asarray(values, dtype=float).reshape(-1)
-    if len(names) != len(vals):
+    if players is None:
+        names = np.asarray(entries, dtype=str).reshape(-1)
+        players_arr, entry_code = np.unique(names, return_inverse=True)
+        players = [str(x) for x in players_arr]
+    else:
+        codes = np.asarray(entries, np.int64).reshape(-1)
+        used = np.flatnonzero(np.bincount(codes, minlength=len(players)))
+        remap = np.zeros(len(players), np.int64)
+        remap[used] = np.arange(len(used))
+        entry_code = remap[codes]
+        players = [players[k] for k in used]
+    entry_code = entry_code.reshape(-1)
+    if len(entry_code) != len(vals):
         raise ValueError(
-            f"entries and values must have equal lengths (got {len(names)}, {len(vals)})"
+            f"entries and values must have equal lengths (got {len(entry_code)}, {len(vals)})"
         )
-    market_code, n_markets = labels(markets, len(names), "markets")
-    players_arr, entry_code = np.unique(names, return_inverse=True)
-    players = [str(x) for x in players_arr]
+    market_code, n_markets = labels(markets, len(entry_code), "markets")
     e = len(players)
     if e == 0:
         return PairedLeaderboard((), ())
     flat = entry_code * n_markets + market_code
-    if len(np.unique(flat)) != len(flat):
-        dup = np.flatnonzero(np.bincount(flat) > 1)[0]
+    repeats = np.bincount(flat, minlength=e * n_markets) > 1
+    if repeats.any():
+        dup = np.flatnonzero(repeats)[0]
         raise ValueError(
             f"entry {players[dup // n_markets]!r} has more than one value for one market"
         )
@@ -128,7 +142,7 @@ def paired_leaderboard(
     if clusters is None:
         cluster_of_market, n_units = np.arange(n_markets), n_markets
     else:
-        cluster_code, n_units = labels(clusters, len(names), "clusters")
+        cluster_code, n_units = labels(clusters, len(entry_code), "clusters")
         cluster_of_market = np.zeros(n_markets, np.int64)
         cluster_of_market[market_code] = cluster_code
         if not np.array_equal(cluster_of_market[market_code], cluster_code):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -138,48 +139,21 @@ def bootstrap_bt(
     b: Sequence[str],
     scores: ArrayLike,
     *,
-    rounds: int = 200,
-    seed: int = 0,
-    reference: str | None = None,
     group: Sequence[Hashable] | np.ndarray | None = None,
-    confidence: float = 0.95,
-    scale: RatingScale = ELO_SCALE,
-    l2: float = DEFAULT_L2,
+    **options: Any,
 ) -> list[RatedPlayer]:
-    """Bradley-Terry ratings with seeded bootstrap intervals, best first.
+    """Bradley-Terry ratings with seeded bootstrap intervals, best first, of the games named
+    by (a, b, scores).
 
-    ``rating`` is ``bradley_terry`` on all the data. Each of ``rounds`` bootstrap rounds
-    resamples with replacement and refits:
-
-    - ``group=None``: the games themselves (as many draws as games);
-    - ``group`` given (one hashable label per game, e.g. a market or match id, or integer
-      codes): whole groups (as many draws as groups), so games that share a market stay
-      together and their correlation widens the interval as it should.
-
-    ``lower``/``upper`` are the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` percentiles
-    of the refitted ratings, each round pinned like the point estimate (``reference`` at
-    ``scale.initial``, or the mean there; the reference's own interval is then a point, and
-    the others are intervals relative to it). ``rank`` = 1 + the number of players whose
-    lower bound is above this player's upper bound (FastChat's convention).
-
-    The generator is ``np.random.default_rng(seed)``: the same seed gives the same table,
-    whatever the order of the records.
+    ``group=None`` resamples the games themselves (as many draws as games); ``group`` (one
+    hashable label per game, e.g. a market or match id, or integer codes) resamples whole
+    groups (as many draws as groups), so games that share a market stay together and their
+    correlation widens the interval as it should. Every other option is that of
+    :func:`bootstrap_games`.
     """
-    check_confidence(rounds, confidence)
     g = Games.from_names(a, b, scores)
-    codes = None
-    if group is not None:
-        codes = labels(group if isinstance(group, np.ndarray) else group, len(g.s), "group")
-    return bootstrap_games(
-        g,
-        rounds=rounds,
-        seed=seed,
-        reference=reference,
-        group=codes,
-        confidence=confidence,
-        scale=scale,
-        l2=l2,
-    )
+    codes = None if group is None else labels(group, len(g.s), "group")
+    return bootstrap_games(g, group=codes, **options)
 
 
 def bootstrap_games(
@@ -193,8 +167,22 @@ def bootstrap_games(
     scale: RatingScale = ELO_SCALE,
     l2: float = DEFAULT_L2,
 ) -> list[RatedPlayer]:
-    """:func:`bootstrap_bt` of games already coded; ``group`` is (codes, number of groups)
-    with codes numbered in the groups' sorted order."""
+    """Bradley-Terry ratings with seeded bootstrap intervals, best first.
+
+    ``rating`` is ``bradley_terry`` on all the data. Each of ``rounds`` bootstrap rounds
+    resamples with replacement and refits: the games themselves (``group=None``), or whole
+    groups (``group`` = (codes, number of groups), codes numbered in the groups' sorted
+    order).
+
+    ``lower``/``upper`` are the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` percentiles
+    of the refitted ratings, each round pinned like the point estimate (``reference`` at
+    ``scale.initial``, or the mean there; the reference's own interval is then a point, and
+    the others are intervals relative to it). ``rank`` = 1 + the number of players whose
+    lower bound is above this player's upper bound (FastChat's convention).
+
+    The generator is ``np.random.default_rng(seed)``: the same seed gives the same table,
+    whatever the order of the records.
+    """
     check_confidence(rounds, confidence)
     if g.n_players == 0:
         return []
@@ -224,9 +212,33 @@ def bootstrap_games(
         order = np.lexsort((g.s, pair, codes))
         cells = Cells.by_unit(pair[order], codes[order], g.s[order], n_groups)
 
-    rng = np.random.default_rng(seed)
-    thetas, _, _ = resample_fits(cells, table, p, rounds, rng, l2, theta)
-    samples = scale.pin(thetas * scale.factor, ref)
-    lower, upper = percentile_interval(samples, confidence)
-    ratings = scale.pin(theta * scale.factor, ref)
-    return rated_rows(g.players, ratings, lower, upper, g.games_per_player())
+    fit = Fit(g.players, table, theta, ref, scale, l2)
+    rows, _, _ = fit.rate(cells, rounds, seed, confidence, g.games_per_player())
+    return rows
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A Bradley-Terry fit on all the data, ready to be bootstrapped."""
+
+    players: list[str]
+    table: PairTable
+    theta: np.ndarray
+    ref: int | None
+    scale: RatingScale
+    l2: float
+
+    def rate(
+        self, cells: Cells, rounds: int, seed: int, confidence: float, games: np.ndarray
+    ) -> tuple[list[RatedPlayer], np.ndarray, np.ndarray]:
+        """Leaderboard rows with bootstrap intervals from ``rounds`` resamples of ``cells``
+        (generator ``default_rng(seed)``), and each round's per-pair counts and extra sums."""
+        rng = np.random.default_rng(seed)
+        p = len(self.players)
+        thetas, counts, extra = resample_fits(
+            cells, self.table, p, rounds, rng, self.l2, self.theta
+        )
+        factor = self.scale.factor
+        lower, upper = percentile_interval(self.scale.pin(thetas * factor, self.ref), confidence)
+        ratings = self.scale.pin(self.theta * factor, self.ref)
+        return rated_rows(self.players, ratings, lower, upper, games), counts, extra

@@ -81,10 +81,14 @@ def elo(
     return dict(zip(g.players, out.tolist(), strict=True))
 
 
-def elo_shuffled(
-    a: Sequence[str],
-    b: Sequence[str],
-    scores: ArrayLike,
+def elo_shuffled(a: Sequence[str], b: Sequence[str], scores: ArrayLike, **options: Any):
+    """Online Elo averaged over random orders of the games named by (a, b, scores); the
+    options are those of :func:`elo_shuffled_games`."""
+    return elo_shuffled_games(Games.from_names(a, b, scores), **options)
+
+
+def elo_shuffled_games(
+    g: Games,
     *,
     shuffles: int = 100,
     seed: int = 0,
@@ -100,31 +104,6 @@ def elo_shuffled(
     runs the update of :func:`elo` from the same start; the final ratings are averaged over
     orders (so order effects average out) and then shifted so that ``reference``, if given,
     sits at ``scale.initial``.
-    """
-    if shuffles < 1:
-        raise ValueError("shuffles must be at least 1")
-    return elo_shuffled_games(
-        Games.from_names(a, b, scores),
-        shuffles=shuffles,
-        seed=seed,
-        k=k,
-        scale=scale,
-        reference=reference,
-        start=start,
-    )
-
-
-def elo_shuffled_games(
-    g: Games,
-    *,
-    shuffles: int = 100,
-    seed: int = 0,
-    k: float = DEFAULT_K,
-    scale: RatingScale = ELO_SCALE,
-    reference: str | None = None,
-    start: Mapping[str, float] | None = None,
-) -> dict[str, float]:
-    """:func:`elo_shuffled` of games already coded.
 
     All orders run side by side as arrays, so the cost is about one vectorised step per game
     (a few microseconds), almost independent of ``shuffles``. The updates of one order are

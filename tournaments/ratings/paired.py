@@ -9,21 +9,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from tournaments.ratings.bootstrap import Cells, resample_fits
+import tournaments.ratings.scale as rs
+from tournaments.ratings.bootstrap import Cells, Fit
 from tournaments.ratings.bradley_terry import (
     DEFAULT_L2,
     PairTable,
     fit_theta,
     labels,
     warn_if_disconnected,
-)
-from tournaments.ratings.scale import (
-    ELO_SCALE,
-    RatedPlayer,
-    RatingScale,
-    check_confidence,
-    percentile_interval,
-    rated_rows,
 )
 
 
@@ -52,7 +45,7 @@ class PairedComparison:
 class PairedLeaderboard:
     """Result of :func:`paired_leaderboard`."""
 
-    ratings: tuple[RatedPlayer, ...]
+    ratings: tuple[rs.RatedPlayer, ...]
     """Within-side Bradley-Terry ratings, best first."""
     pairs: tuple[PairedComparison, ...]
     """Every pair of entries (a before b in name order) with at least one shared market."""
@@ -73,7 +66,7 @@ def paired_leaderboard(
     seed: int = 0,
     reference: str | None = None,
     confidence: float = 0.95,
-    scale: RatingScale = ELO_SCALE,
+    scale: rs.RatingScale = rs.ELO_SCALE,
     l2: float = DEFAULT_L2,
     clusters: Sequence[Hashable] | np.ndarray | None = None,
     players: Sequence[str] | None = None,
@@ -108,7 +101,7 @@ def paired_leaderboard(
     Callers that hold codes pass ``players`` (sorted names) and ``entries`` as integer codes
     into it, and integer arrays as ``markets`` and ``clusters``: nothing is encoded again.
     """
-    check_confidence(rounds, confidence)
+    rs.check_confidence(rounds, confidence)
     vals = np.asarray(values, dtype=float).reshape(-1)
     if players is None:
         names = np.asarray(entries, dtype=str).reshape(-1)
@@ -174,7 +167,7 @@ def paired_leaderboard(
     if n_pairs == 0:  # no two entries share a market: nothing to compare
         played = np.isfinite(grid).sum(axis=1)
         nan = np.full(e, np.nan)
-        return PairedLeaderboard(tuple(rated_rows(players, nan, nan, nan, played)), ())
+        return PairedLeaderboard(tuple(rs.rated_rows(players, nan, nan, nan, played)), ())
     cp = np.concatenate(cell_pair).astype(np.int64)
     cm = np.concatenate(cell_market).astype(np.int64)
     cs = np.concatenate(cell_s)
@@ -192,16 +185,11 @@ def paired_leaderboard(
     # The bootstrap draws whole clusters (markets when none are given): the sufficient
     # statistics are the sums per (pair, cluster), whatever the number of markets in one.
     cells = Cells.by_unit(cp, cluster_of_market[cm], cs, n_units, extra=cd)
-    rng = np.random.default_rng(seed)
-    thetas, counts, dsums = resample_fits(cells, table, e, rounds, rng, l2, theta)
-    samples = scale.pin(thetas * scale.factor, ref)
-    lower, upper = percentile_interval(samples, confidence)
-    ratings = scale.pin(theta * scale.factor, ref)
-    played = np.isfinite(grid).sum(axis=1)
-    rated = rated_rows(players, ratings, lower, upper, played)
+    fit = Fit(players, table, theta, ref, scale, l2)
+    rated, counts, dsums = fit.rate(cells, rounds, seed, confidence, np.isfinite(grid).sum(1))
 
     with np.errstate(invalid="ignore", divide="ignore"):
-        d_lo, d_hi = percentile_interval(dsums / counts, confidence)
+        d_lo, d_hi = rs.percentile_interval(dsums / counts, confidence)
     dsum = np.bincount(cp, cd, n_pairs)
     wins = np.bincount(cp, cs == 1.0, n_pairs)
     ties = np.bincount(cp, cs == 0.5, n_pairs)

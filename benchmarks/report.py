@@ -4,11 +4,12 @@ Each repeat runs in a fresh Python process, as ``arena report DIR`` does, and ti
 
 * import: the modules a report needs;
 * load: every market row the analyses read, from the run's SQLite store;
-* analysis: ratings (Bradley-Terry with its bootstrap, Elo), within-side leaderboards,
-  surplus split, disclosure effect;
+* analysis: within-side leaderboards, surplus split, disclosure effect; Elo runs in a
+  second process started before the load, as ``arena report`` does it;
+* markdown + plots: ``report.md`` and its PNGs, written into a scratch folder (the run
+  folder is not touched); the ratings (Bradley-Terry, its bootstrap, and the wait for
+  Elo) are computed here, when the first table or plot needs them;
 * text: every table for the terminal;
-* markdown + plots: ``report.md`` and its PNGs, written into a scratch copy of the folder's
-  report location (the run folder itself is not touched);
 * total: the process from start to end (interpreter start-up included).
 
 The table shows the minimum and the median of ``--repeats`` runs: on a shared 2-core
@@ -35,28 +36,34 @@ from tabulate import tabulate
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
+# The steps of ``arena report`` (tournaments/cli/tournament.py), timed one by one. As
+# there, Elo starts in a second process before the rows are read, and the plots that need
+# no rating are drawn while it runs: "analysis" stops before Elo is waited for, "markdown +
+# plots" includes that wait, and "text" comes last.
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 from tournaments.analysis import COLUMNS
-from tournaments.report import analyze_run, report_text, write_report
+from tournaments.report import analyze_run, report_text, start_elo, write_report
 from tournaments.store import ResultStore
 t1 = time.perf_counter()
 store = ResultStore.open(sys.argv[1])
-records, meta = store.records(COLUMNS), store.meta()
+meta = store.meta()
+elo = start_elo(sys.argv[1], meta)
+records = store.records(COLUMNS)
 store.close()
 t2 = time.perf_counter()
-analysis = analyze_run(records, meta)
+analysis = analyze_run(records, meta, background=elo)
 t3 = time.perf_counter()
-text = report_text(records, meta, analysis=analysis)
-t4 = time.perf_counter()
 write_report(sys.argv[2], records, meta, analysis=analysis)
+t4 = time.perf_counter()
+text = report_text(records, meta, analysis=analysis)
 t5 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "load": t2 - t1, "analysis": t3 - t2, "text": t4 - t3,
-                  "markdown + plots": t5 - t4, "rows": records.rows}))
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "analysis": t3 - t2,
+                  "markdown + plots": t4 - t3, "text": t5 - t4, "rows": records.rows}))
 """
 
-STEPS = ("import", "load", "analysis", "text", "markdown + plots", "total")
+STEPS = ("import", "load", "analysis", "markdown + plots", "text", "total")
 
 
 def run_once(folder: str, scratch: str) -> dict:

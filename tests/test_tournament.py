@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -451,3 +452,35 @@ def test_a_killed_policy_host_is_replaced_and_results_are_the_same(tmp_path, ray
     )
     assert killed and summary.workers_replaced >= 1
     assert_same_records(records(tmp_path / "clean"), records(tmp_path / "faulty"))
+
+
+def test_configs_tables_under_either_name_are_one_spec(tmp_path):
+    old = {**SMALL}
+    new = {k: v for k, v in SMALL.items() if k != "markets"} | {"configs": SMALL["markets"]}
+    assert spec_from_dict(old) == spec_from_dict(new)
+    assert [name for name, _ in spec_from_dict(new).configs] == ["a", "b"]
+    with pytest.raises(SpecError, match="use one name"):
+        spec_from_dict({**new, "markets": SMALL["markets"]})
+
+
+def test_a_folder_stored_before_the_rename_resumes_and_reports(tmp_path):
+    spec = small_spec(markets=20, transcripts=0)
+    folder = tmp_path / "run"
+    run_tournament(spec, folder, use_ray=False, progress=False)
+    # Earlier versions stored the config tables as "markets", each with its disclosure field.
+    data = spec.to_dict()
+    data["markets"] = {name: cfg.to_dict() for name, cfg in spec.configs}
+    del data["configs"]
+    conn = sqlite3.connect(folder / "results.sqlite")
+    with conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'spec'", (json.dumps(data),))
+    conn.close()
+    summary = run_tournament(spec, folder, use_ray=False, progress=False)
+    assert summary.units_run == 0
+    store = ResultStore.open(folder)
+    try:
+        assert store.spec() == spec
+        text = report_text(store.records(), store.meta())
+        assert "Disclosure effect (mandatory - hidden)" in text
+    finally:
+        store.close()

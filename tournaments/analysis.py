@@ -23,6 +23,7 @@ import numpy as np
 
 from agents.stats import mean_ci
 from tournaments import ratings as rt
+from tournaments.background import Background
 from tournaments.effects import (
     EFFECT_METRICS,
     EffectRow,
@@ -47,9 +48,9 @@ SPLIT_METRICS = (
 
 SIDES = ("seller", "buyer")
 
-COLUMNS = tuple(
-    dict.fromkeys(("profit", "buyer_surplus", "w_star", *SPLIT_METRICS, *EFFECT_METRICS))
-)
+SCORE_COLUMNS = ("profit", "buyer_surplus", "w_star")
+"""The stored metrics of a market's rating score."""
+COLUMNS = tuple(dict.fromkeys((*SCORE_COLUMNS, *SPLIT_METRICS, *EFFECT_METRICS)))
 """The stored metrics the analyses read (``ResultStore.records(COLUMNS)``)."""
 
 
@@ -204,18 +205,23 @@ def ratings_table(
     instance stays together. ``reference`` (an entry name) is pinned at 1000 on both scales;
     without it the mean is.
     """
-    job = _RatingsJob(_scored(records), reference, rounds, seed, shuffles, background=False)
-    return job.rows()
+    return _RatingsJob(_scored(records), reference, rounds, seed, shuffles).rows()
 
 
 # Games from which Elo runs in a second process while the other analyses run: below this,
 # starting the process costs more than it saves.
 BACKGROUND_ELO_GAMES = 100_000
+# Seeded orders of the Elo column: Elo is secondary; Bradley-Terry carries the intervals.
+ELO_SHUFFLES = 32
 
 
 class _RatingsJob:
     """The ratings of :func:`ratings_table`, with Elo (the one sequential computation)
-    started first, optionally in a second process, and collected by ``rows()``."""
+    started first, optionally in a second process, and collected by ``rows()``.
+
+    ``elo``: False computes Elo here; True starts it in a second process; a ``Background``
+    is a call started earlier (``report.start_elo``) returning (games, ratings), used when
+    it saw the same games."""
 
     def __init__(
         self,
@@ -224,7 +230,7 @@ class _RatingsJob:
         rounds: int,
         seed: int,
         shuffles: int,
-        background: bool,
+        elo: bool | Background = False,
     ) -> None:
         self.sc, self.rounds, self.seed = sc, rounds, seed
         self.games = None
@@ -237,11 +243,18 @@ class _RatingsJob:
             reference = prefixed[0]
         self.reference = reference
         self.games = rt.Games.from_codes(sc.players, sc.seller, sc.buyer, sc.s)
-        kwargs = {"shuffles": shuffles, "seed": seed, "reference": reference}
-        if background:
-            self.elo = rt.BackgroundElo(self.games, **kwargs)
-        else:
-            self.elo = rt.elo_shuffled_games(self.games, **kwargs)
+        self.options = {"shuffles": shuffles, "seed": seed, "reference": reference}
+        if elo is True:
+            elo = Background("tournaments.analysis:elo_of_games", self.games, **self.options)
+        self.elo = elo
+
+    def elo_ratings(self) -> dict[str, float]:
+        if isinstance(self.elo, Background):
+            games, ratings = self.elo.result()
+            # A run still being written may have grown since the records were read.
+            if games == len(self.sc.s) and set(ratings) == set(self.sc.players):
+                return ratings
+        return rt.elo_shuffled_games(self.games, **self.options)
 
     def rows(self) -> list[RatingRow]:
         if self.games is None:
@@ -251,7 +264,7 @@ class _RatingsJob:
         bt = rt.bootstrap_games(
             self.games, rounds=self.rounds, seed=self.seed, reference=self.reference, group=groups
         )
-        elo = self.elo.result() if isinstance(self.elo, rt.BackgroundElo) else self.elo
+        elo = self.elo_ratings()
         return [
             RatingRow(
                 player=r.player,
@@ -265,6 +278,21 @@ class _RatingsJob:
             )
             for r in bt
         ]
+
+
+def elo_of_games(games: rt.Games, **options) -> tuple[int, dict[str, float]]:
+    """(number of games, Elo ratings): what a background Elo call returns."""
+    return len(games.s), rt.elo_shuffled_games(games, **options)
+
+
+def elo_of_records(
+    records: Records, reference: str | None, seed: int = 0, shuffles: int = ELO_SHUFFLES
+) -> tuple[int, dict[str, float]]:
+    """(number of games, Elo ratings) of records, as :func:`analyze` computes them: for a
+    second process that reads the records itself (``report.start_elo``)."""
+    sc = _scored(records)
+    job = _RatingsJob(sc, reference, 0, seed, shuffles)
+    return (len(sc.s), job.elo_ratings()) if job.games is not None else (0, {})
 
 
 def side_leaderboards(
@@ -321,22 +349,21 @@ def analyze(
     rating_rounds: int = 200,
     effect_rounds: int = 1000,
     *,
-    background: bool | None = None,
+    background: bool | Background | None = None,
 ) -> Analysis:
     """Every analysis of the records with one seed. The disclosure effect is measured for
     each rule played beside ``hidden`` (mandatory, voluntary), each against hidden.
 
     ``background``: run Elo in a second process while the other analyses run (None: when
-    there are at least ``BACKGROUND_ELO_GAMES`` games and two CPUs). The results are the
-    same either way."""
+    there are at least ``BACKGROUND_ELO_GAMES`` games and two CPUs), or a call already
+    started (``report.start_elo``). The results are the same either way."""
     rec = Records.from_columns(records)
     rules = {rec.matches.disclosure[m] for m in set(rec.match.tolist())}
     treatments = [t for t in ("mandatory", "voluntary") if t in rules and "hidden" in rules]
     scored = _scored(rec)
     if background is None:
         background = len(scored.s) >= BACKGROUND_ELO_GAMES and (os.cpu_count() or 1) >= 2
-    # 32 seeded orders: Elo is the secondary column; Bradley-Terry carries the CIs.
-    ratings = _RatingsJob(scored, reference, rating_rounds, seed, 32, background)
+    ratings = _RatingsJob(scored, reference, rating_rounds, seed, ELO_SHUFFLES, background)
     sides = side_leaderboards(scored, reference=reference, rounds=rating_rounds, seed=seed)
     split = tuple(surplus_split(rec))
     effect = tuple(

@@ -19,7 +19,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from tournaments.analysis import Analysis, analyze
+from tournaments.analysis import SCORE_COLUMNS, Analysis, analyze, elo_of_records
+from tournaments.background import Background
 from tournaments.effects import informative_effects
 from tournaments.records import Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
@@ -93,13 +94,45 @@ def _meta_rows(info: RunInfo, analysis: Analysis, seed: int) -> list[list[str]]:
     return rows
 
 
-def analyze_run(records: Records, meta: Mapping[str, Any], *, seed: int = 0) -> Analysis:
-    """The analysis a report shows; compute it once and pass it to the writers."""
-    rec = Records.from_columns(records)
+def _reference(records: Records, meta: Mapping[str, Any]) -> str | None:
+    """The spec's rating reference if it played in these records."""
     reference = run_info(meta).reference
-    played = set(rec.match.tolist())
-    entries = {rec.matches.seller[m] for m in played} | {rec.matches.buyer[m] for m in played}
-    return analyze(rec, reference=reference if reference in entries else None, seed=seed)
+    played = set(records.match.tolist())
+    t = records.matches
+    entries = {t.seller[m] for m in played} | {t.buyer[m] for m in played}
+    return reference if reference in entries else None
+
+
+def analyze_run(
+    records: Records,
+    meta: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    background: bool | Background | None = None,
+) -> Analysis:
+    """The analysis a report shows; compute it once and pass it to the writers.
+    ``background`` is :func:`tournaments.analysis.analyze`'s (``start_elo`` gives one)."""
+    rec = Records.from_columns(records)
+    return analyze(rec, reference=_reference(rec, meta), seed=seed, background=background)
+
+
+def start_elo(folder: str | Path, meta: Mapping[str, Any], *, seed: int = 0) -> Background:
+    """Start the Elo of a run folder in a second process, before this one reads the
+    records: Elo takes longest of all the analyses, and the second process reads only
+    the columns it needs. Pass the result to :func:`analyze_run`."""
+    return Background("tournaments.report:elo_of_run", str(folder), dict(meta), seed)
+
+
+def elo_of_run(folder: str, meta: Mapping[str, Any], seed: int) -> tuple[int, dict[str, float]]:
+    """(games, Elo ratings) of a run folder, as :func:`analyze_run` computes them."""
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(folder)
+    try:
+        records = store.records(SCORE_COLUMNS)
+    finally:
+        store.close()
+    return elo_of_records(records, _reference(records, meta), seed)
 
 
 def report_text(
@@ -200,4 +233,12 @@ def _md_section(sec: Section, figure: tuple[str, str, bool] | None) -> list[str]
             *after]  # fmt: skip
 
 
-__all__ = ["RunInfo", "analyze_run", "report_text", "run_info", "write_report"]
+__all__ = [
+    "RunInfo",
+    "analyze_run",
+    "elo_of_run",
+    "report_text",
+    "run_info",
+    "start_elo",
+    "write_report",
+]

@@ -118,7 +118,8 @@ class ResultStore:
         old = _stored_spec(stored.get("spec"))
         if "spec" in stored and (old is None or old.to_dict() != spec.to_dict()):
             conn.close()
-            diff = _spec_diff(json.loads(stored["spec"]), spec.to_dict())
+            before = old.to_dict() if old is not None else json.loads(stored["spec"])
+            diff = _spec_diff(before, spec.to_dict())
             raise StoreError(
                 f"{folder} holds results of a different spec ({diff}); "
                 "rerun with the same spec, seed and --markets, or choose another --out"

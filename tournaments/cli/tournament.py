@@ -46,19 +46,24 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report(folder: str, full: bool) -> int:
     """Analyse a run once; print every table (``full``) or the ratings only, and write the
     Markdown report with its plots into the run folder."""
-    from tournaments.analysis import COLUMNS
-    from tournaments.report import analyze_run, report_text, write_report
+    from tournaments.analysis import BACKGROUND_ELO_GAMES, COLUMNS
+    from tournaments.report import analyze_run, report_text, start_elo, write_report
     from tournaments.store import ResultStore
     from tournaments.tables import format_section, sections
 
     store = ResultStore.open(folder)
     try:
-        records, meta = store.records(COLUMNS), store.meta()
+        meta, (rows, _) = store.meta(), store.counts()
+        # Elo, the longest analysis, starts in a second process before the rows are read.
+        elo = None
+        if rows >= BACKGROUND_ELO_GAMES and (os.cpu_count() or 1) >= 2:
+            elo = start_elo(folder, meta)
+        records = store.records(COLUMNS)
     finally:
         store.close()
     if records.rows == 0:
         raise CliError(f"{folder}: no results stored yet")
-    analysis = analyze_run(records, meta)
+    analysis = analyze_run(records, meta, background=elo)
     # The report file first: its plots need no Elo, which may still be running beside.
     try:
         path = write_report(folder, records, meta, analysis=analysis)

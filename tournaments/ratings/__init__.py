@@ -42,7 +42,6 @@ from tournaments.ratings.bootstrap import bootstrap_bt, bootstrap_games
 from tournaments.ratings.bradley_terry import DEFAULT_L2, Games, bradley_terry, fit_games
 from tournaments.ratings.elo import (
     DEFAULT_K,
-    BackgroundElo,
     canonical_order,
     elo,
     elo_shuffled,
@@ -61,7 +60,6 @@ from tournaments.ratings.scale import (
 
 __all__ = [
     "DEFAULT_K",
-    "BackgroundElo",
     "DEFAULT_L2",
     "ELO_SCALE",
     "Games",

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -146,47 +141,3 @@ def elo_shuffled_games(
     if ref is not None:
         out = scale.pin(out, ref)
     return dict(zip(g.players, out.tolist(), strict=True))
-
-
-class BackgroundElo:
-    """:func:`elo_shuffled_games` computed in a second Python process, so that a caller can
-    do other work meanwhile (Elo is the one sequential part of an analysis). ``result()``
-    waits for it; the numbers are those the same call gives in-process, bit for bit (the
-    same code on the same arrays), and it falls back to computing in-process if the second
-    process cannot run."""
-
-    def __init__(self, g: Games, **kwargs: Any) -> None:
-        self._args = (g, kwargs)
-        self._proc: subprocess.Popen | None = None
-        fd, self._path = tempfile.mkstemp(suffix=".elo")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(self._args, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            # The child imports this very module: same path, same code.
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            code = "import sys; from tournaments.ratings.elo import _child; _child(sys.argv[1])"
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", code, self._path],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-            )
-        except OSError:
-            self._proc = None
-
-    def result(self) -> dict[str, float]:
-        try:
-            if self._proc is not None:
-                out, _ = self._proc.communicate()
-                if self._proc.returncode == 0:
-                    return pickle.loads(out)
-        finally:
-            os.unlink(self._path)
-        g, kwargs = self._args
-        return elo_shuffled_games(g, **kwargs)
-
-
-def _child(path: str) -> None:
-    with open(path, "rb") as fh:
-        g, kwargs = pickle.load(fh)
-    sys.stdout.buffer.write(pickle.dumps(elo_shuffled_games(g, **kwargs)))

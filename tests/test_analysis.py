@@ -391,3 +391,12 @@ def test_elo_in_a_second_process_gives_the_same_ratings(records):
     assert [(r.player, r.elo, r.bt, r.lower, r.upper) for r in here.ratings] == [
         (r.player, r.elo, r.bt, r.lower, r.upper) for r in beside.ratings
     ]
+
+
+def test_a_background_call_returns_what_the_call_returns_here():
+    from tournaments.background import Background
+
+    assert Background("math:hypot", 3.0, 4.0).result() == 5.0
+    # A child that fails leaves the call to this process, which raises as the call would.
+    with pytest.raises(ValueError):
+        Background("math:sqrt", -1.0).result()

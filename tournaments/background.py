@@ -61,6 +61,16 @@ class Background:
         target, args, kwargs = self._call
         return _resolve(target)(*args, **kwargs)
 
+    def __del__(self) -> None:
+        # Never collected (the caller failed first): stop the child, drop the arguments.
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        path = getattr(self, "_path", None)
+        if path is not None and os.path.exists(path):
+            os.unlink(path)
+
 
 def _child(path: str) -> None:
     with open(path, "rb") as fh:

@@ -67,9 +67,13 @@ def percentile_interval(
     """The ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles of ``samples``
     along ``axis``, NaN samples left out (an all-NaN column gives NaN bounds)."""
     tail = 50.0 * (1.0 - confidence)
+    samples = np.asarray(samples, float)
+    if not np.isnan(samples).any():  # the same numbers, several times faster
+        lo, hi = np.percentile(samples, [tail, 100.0 - tail], axis=axis)
+        return lo, hi
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        lo, hi = np.nanpercentile(np.asarray(samples, float), [tail, 100.0 - tail], axis=axis)
+        lo, hi = np.nanpercentile(samples, [tail, 100.0 - tail], axis=axis)
     return lo, hi
 
 

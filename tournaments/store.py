@@ -229,14 +229,16 @@ class ResultStore:
         number = np.full(1 + max((m[0] for m in matches), default=0), -1, np.int64)
         number[[m[0] for m in matches]] = np.arange(len(matches))
         table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
-        rows = self.conn.execute(
+        cursor = self.conn.execute(
             "SELECT " + ", ".join(["match", "market", *metrics]) + " FROM markets"
-        ).fetchall()
-        if not rows:
-            return Records(table, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                           {m: np.zeros(0) for m in metrics})  # fmt: skip
-        # One conversion of the whole result; SQLite's NULL (a stored NaN) becomes NaN.
-        data = np.array(rows, dtype=float)
+        )
+        # In slices: the Python rows of a whole run would take several times the memory of
+        # the array, and allocating them is much of the time of reading. SQLite's NULL (a
+        # stored NaN) becomes NaN.
+        parts = [np.zeros((0, 2 + len(metrics)))]
+        while rows := cursor.fetchmany(1 << 15):
+            parts.append(np.array(rows, dtype=float))
+        data = np.concatenate(parts)
         match = number[data[:, 0].astype(np.int64)]
         market = data[:, 1].astype(np.int64)
         order = np.lexsort((market, match))

@@ -114,19 +114,23 @@ def elo_shuffled_games(
     r0 = np.array([float(start.get(name, scale.initial)) for name in g.players])
     rng = np.random.default_rng(seed)
     total = np.zeros(p)
-    # Player codes in the narrowest type: the (games x orders) tables are gathered whole.
-    code = np.int16 if p < 2**15 else np.int64
+    # Index tables in 32 bits: they are (games x orders), and halving them halves the memory
+    # this touches (the cost of a large run is largely moving these tables).
+    code = np.int32 if p * shuffles < 2**31 else np.int64
     ia, ib = g.ia.astype(code), g.ib.astype(code)
     # Orders run in blocks so that the (games x orders) index tables stay below ~2**24 cells.
     block = max(1, min(shuffles, (1 << 24) // max(n, 1)))
     done = 0
     while done < shuffles:
         width = min(block, shuffles - done)
-        order = np.stack([rng.permutation(n) for _ in range(width)], axis=1)  # (n, width)
-        offset = (np.arange(width) * p)[None, :]
+        order = np.empty((n, width), np.int32 if n < 2**31 else np.int64)
+        for col in range(width):
+            order[:, col] = rng.permutation(n)
+        offset = (np.arange(width, dtype=code) * p)[None, :]
         rows_a = ia[order] + offset
         rows_b = ib[order] + offset
         s = g.s[order]
+        del order
         r = np.tile(r0, width)
         for t in range(n):
             i, j = rows_a[t], rows_b[t]

@@ -10,7 +10,8 @@ Each repeat runs in a fresh Python process, as ``arena report DIR`` does, and ti
   folder is not touched); the ratings (Bradley-Terry, its bootstrap, and the wait for
   Elo) are computed here, when the first table or plot needs them;
 * text: every table for the terminal;
-* total: the process from start to end (interpreter start-up included).
+* total: the process from start to end (interpreter start-up included);
+* total cpu: CPU seconds of the report's process and of its Elo process together.
 
 The table shows the minimum and the median of ``--repeats`` runs: on a shared 2-core
 machine a single run moves with whatever else the machine does.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -63,11 +65,12 @@ print(json.dumps({"import": t1 - t0, "load": t2 - t1, "analysis": t3 - t2,
                   "markdown + plots": t4 - t3, "text": t5 - t4, "rows": records.rows}))
 """
 
-STEPS = ("import", "load", "analysis", "markdown + plots", "text", "total")
+STEPS = ("import", "load", "analysis", "markdown + plots", "text", "total", "total cpu")
 
 
 def run_once(folder: str, scratch: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.path.abspath(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", CHILD, folder, scratch],
@@ -77,7 +80,11 @@ def run_once(folder: str, scratch: str) -> dict:
         check=True,
     )
     wall = time.perf_counter() - t0
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "total": wall}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the report and of the Elo process it starts: less moved by other work on the
+    # machine than wall time, and the floor of wall time on two cores is half of it.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "total": wall, "total cpu": cpu}
 
 
 def main() -> None:
@@ -99,7 +106,7 @@ def main() -> None:
     }
     print(
         f"{args.run}: {runs[0]['rows']:,} market rows; {args.repeats} runs, each in a fresh "
-        f"process; cpus={os.cpu_count()}"
+        f"process; cpus={os.cpu_count()}; load average {os.getloadavg()[0]:.1f}"
     )
     print(
         tabulate(

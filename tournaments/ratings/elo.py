@@ -114,19 +114,19 @@ def elo_shuffled_games(
     r0 = np.array([float(start.get(name, scale.initial)) for name in g.players])
     rng = np.random.default_rng(seed)
     total = np.zeros(p)
-    # Index tables in 32 bits: they are (games x orders), and halving them halves the memory
-    # this touches (the cost of a large run is largely moving these tables).
-    code = np.int32 if p * shuffles < 2**31 else np.int64
-    ia, ib = g.ia.astype(code), g.ib.astype(code)
+    # The per-step index tables stay in the platform's index type: numpy converts any other
+    # on every fancy index, which costs more than half again per step.
+    ia, ib = g.ia.astype(np.intp), g.ib.astype(np.intp)
     # Orders run in blocks so that the (games x orders) index tables stay below ~2**24 cells.
     block = max(1, min(shuffles, (1 << 24) // max(n, 1)))
     done = 0
     while done < shuffles:
         width = min(block, shuffles - done)
+        # The orders themselves are only gathered through once: 32 bits halve their memory.
         order = np.empty((n, width), np.int32 if n < 2**31 else np.int64)
         for col in range(width):
             order[:, col] = rng.permutation(n)
-        offset = (np.arange(width, dtype=code) * p)[None, :]
+        offset = (np.arange(width, dtype=np.intp) * p)[None, :]
         rows_a = ia[order] + offset
         rows_b = ib[order] + offset
         s = g.s[order]

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from agents.base import BuyerPolicy, SellerPolicy
 from agents.rollout import play_batch
+from agents.stats import mean_ci
 from arena.config import MarketConfig
 from arena.generator import MarketBatch, generate_batch
 from arena.metrics import batch_metrics
+
+__all__ = ["evaluate_batch", "mean_ci", "play_markets", "summarize"]
 
 
 def evaluate_batch(
@@ -43,20 +45,6 @@ def play_markets(
         for start in range(0, len(indices), chunk)
     ]
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-
-
-def mean_ci(x: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, lower, upper): Student-t interval over the finite entries (nan bounds with fewer
-    than two, nan everything with none)."""
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return (float("nan"),) * 3
-    m = float(x.mean())
-    if x.size == 1:  # one market says nothing about the spread
-        return m, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return m, m - half, m + half
 
 
 def summarize(metrics: dict[str, np.ndarray], names: Sequence[str] | None = None) -> dict:

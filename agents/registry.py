@@ -9,7 +9,6 @@ tells the seller it is an agent (under ``mandatory`` the market tells anyway).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import os
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from agents.scripted.sellers import (
     PricingBandit,
     RandomTarget,
 )
+from arena.seeding import keyed_seed
 
 DISCLOSED_SUFFIX = "+disclosed"
 
@@ -107,9 +107,7 @@ def policy_seed(root: int, name: str) -> int:
     alone or inside a population, and ``NAME+disclosed`` gets the dice of ``NAME``, so a
     comparison between them measures disclosure and nothing else.
     """
-    digest = hashlib.sha256(name.encode()).digest()
-    ss = np.random.SeedSequence([int(root), int.from_bytes(digest[:8], "little")])
-    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+    return keyed_seed(root, name)
 
 
 @dataclass

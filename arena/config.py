@@ -13,10 +13,10 @@ import tomllib
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from arena.protocol import PRICE_LIMIT
+
 DISCLOSURE_RULES = ("hidden", "mandatory", "voluntary")
-# Prices the four-part protocol can write (it allows 12 digits before the point), and the
-# narrowest range that still leaves a hundred price levels in whole cents.
-MAX_PRICE = 1e11
+# The narrowest range that still leaves a hundred price levels in whole cents.
 MIN_WIDTH = 1.0
 
 
@@ -38,7 +38,8 @@ class MarketConfig:
     """T, the seller's total budget of messages over all buyers."""
     price_range: tuple[float, float] = (0.0, 100.0)
     """[lo, hi]: every valuation and every valid price lies in this range; 0 <= lo,
-    hi - lo >= 1 (prices are quoted in cents) and hi <= 1e11 (the protocol's limit)."""
+    hi - lo >= 1 (prices are quoted in cents) and hi < 1e12 (``arena.protocol.PRICE_LIMIT``:
+    no message states a price at or above it)."""
     value_correlation: float = 0.5
     """rho in [0, 1]: correlation of one buyer's tastes across products (before clipping)."""
     quality_spread: float = 0.1
@@ -76,8 +77,10 @@ class MarketConfig:
         if not isinstance(pr, list | tuple) or len(pr) != 2:
             raise ValueError(f"price_range: expected [lo, hi], got {pr!r}")
         lo, hi = (_finite("price_range", x) for x in pr)
-        if not 0 <= lo < hi <= MAX_PRICE:
-            raise ValueError(f"price_range: need 0 <= lo < hi <= {MAX_PRICE:.0e}, got [{lo}, {hi}]")
+        if not 0 <= lo < hi < PRICE_LIMIT:
+            raise ValueError(
+                f"price_range: need 0 <= lo < hi < {PRICE_LIMIT:.0e}, got [{lo}, {hi}]"
+            )
         if hi - lo < MIN_WIDTH:
             # Offers are quoted in cents; a narrower range leaves too few price levels.
             raise ValueError(f"price_range: need hi - lo >= {MIN_WIDTH}, got [{lo}, {hi}]")

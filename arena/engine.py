@@ -30,11 +30,9 @@ from __future__ import annotations
 import numpy as np
 
 from arena.generator import MarketBatch
-from arena.market import NUM_VIOLATIONS, Violation, disclosed_flags
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
-from arena.protocol import MAX_INDEX, MAX_PRICE_DIGITS
-
-MAX_PRICE = 10.0**MAX_PRICE_DIGITS  # the protocol writes no price at or above this
+from arena.protocol import MAX_INDEX, PRICE_LIMIT
+from arena.rules import NUM_VIOLATIONS, Violation, disclosed_flags
 
 _INVALID = int(LastDecision.INVALID)
 
@@ -390,7 +388,7 @@ def _prices(x, b: int) -> tuple[np.ndarray, np.ndarray]:
         return np.full(b, np.nan), np.ones(b, bool)
     p = a.astype(np.float64, copy=False)
     with np.errstate(invalid="ignore"):
-        ok = (p >= 0) & (p < MAX_PRICE)  # False for nan and for either infinity
+        ok = (p >= 0) & (p < PRICE_LIMIT)  # False for nan and for either infinity
     return p, ~ok
 
 

@@ -31,7 +31,8 @@ Payoffs                seller profit: sum of (price - cost); buyer surplus:
                        value - price for a buyer that bought, 0 otherwise.
 =====================  ==========================================================
 
-Disclosure: under ``hidden`` the seller is told nothing about kinds; under
+Violation codes and disclosure flags are defined in ``arena.rules``, shared with the
+batched engine. Disclosure: under ``hidden`` the seller is told nothing about kinds; under
 ``mandatory`` it is told which buyers are agents; under ``voluntary`` each agent
 buyer chooses (``disclose``) before the market starts. Humans never disclose.
 
@@ -44,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import numpy as np
 
@@ -52,40 +52,7 @@ from arena.generator import MarketInstance
 from arena.messages import BuyerMessage, Decision, SellerMessage
 from arena.observation import BuyerObs, LastDecision, SellerObs, as_batch
 from arena.protocol import ProtocolError, parse_buyer_message, parse_seller_message, render
-
-
-class Violation(IntEnum):
-    """Why a message was invalid; the first failing check in this order wins."""
-
-    OK = 0
-    MALFORMED = 1  # the text did not parse (the protocol reason is kept in the transcript)
-    UNKNOWN_BUYER = 2
-    INACTIVE_BUYER = 3  # the buyer has already bought or left
-    UNKNOWN_PRODUCT = 4
-    OUT_OF_STOCK = 5
-    PRICE_OUT_OF_RANGE = 6
-    ACCEPT_WITHOUT_OFFER = 7  # buyers only
-
-
-NUM_VIOLATIONS = len(Violation)
-
-
-def disclosed_flags(rule: str, is_agent: np.ndarray, choice: np.ndarray | None) -> np.ndarray:
-    """Which buyers the seller is told are agents, under a disclosure rule.
-
-    ``choice`` holds each buyer's wish to disclose (used only under ``voluntary``;
-    None means no agent discloses). Works on (N,) and (B, N) arrays alike.
-    """
-    is_agent = np.asarray(is_agent, dtype=bool)
-    if rule == "hidden":
-        return np.zeros_like(is_agent)
-    if rule == "mandatory":
-        return is_agent.copy()
-    if rule == "voluntary":
-        if choice is None:
-            return np.zeros_like(is_agent)
-        return is_agent & np.asarray(choice, dtype=bool)
-    raise ValueError(f"unknown disclosure rule {rule!r}")
+from arena.rules import NUM_VIOLATIONS, Violation, disclosed_flags
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Per-market metrics, for one reference market and for a batch.
 
-Definitions (one market; W*_T = ``optimal_welfare(values, costs, inventory,
-max_trades=T)``, the full-information, turn-limited bound)::
+Definitions (one market; W*_T = ``oracle.welfare_bound(values, costs, inventory, T)``,
+the full-information, turn-limited bound, named ``w_star`` wherever it is a value; W*,
+the same without the turn limit, is ``w_star_unlimited``)::
 
     profit                 sum over trades of (price - cost)
     revenue                sum over trades of price
@@ -42,6 +43,7 @@ from arena.oracle import (
     optimal_welfare_batch,
     vcg_payments,
     walrasian_prices,
+    welfare_bound,
 )
 
 METRICS: tuple[str, ...] = (
@@ -76,7 +78,7 @@ def market_metrics(market: Market, w_star: float | None = None) -> dict[str, flo
     inst = market.instance
     lo, hi = inst.config.price_range
     if w_star is None:
-        w_star = optimal_welfare(inst.values, inst.costs, inst.inventory, inst.config.turns)
+        w_star = welfare_bound(inst.values, inst.costs, inst.inventory, inst.config.turns)
     out = {name: 0.0 for name in METRICS}
     gains = 0.0
     for t in market.trades:
@@ -114,7 +116,7 @@ def market_metrics(market: Market, w_star: float | None = None) -> dict[str, flo
 
 
 def welfare_bounds(batch: MarketBatch) -> np.ndarray:
-    """W*_T of every market of a batch."""
+    """W*_T (``w_star``) of every market of a batch: ``oracle.welfare_bound`` batched."""
     return optimal_welfare_batch(batch.values, batch.costs, batch.inventory, batch.config.turns)
 
 
@@ -171,11 +173,12 @@ def batch_metrics(engine: BatchedMarket, w_star: np.ndarray | None = None) -> di
 def seller_benchmarks(instance: MarketInstance) -> dict[str, float]:
     """Profit a seller would make under the classic mechanisms, for one instance:
 
-    ``w_star_T`` (perfect price discrimination within T deals), ``w_star`` (no turn
-    limit), ``walrasian_high`` and ``walrasian_low`` (profit at the highest / lowest
-    competitive prices on the optimal assignment) and ``vcg`` (VCG payments minus
-    the cost of the units served; equal to ``walrasian_low`` by theory), and the
-    revenues behind the last three (``*_revenue``: payments before costs).
+    ``w_star`` (W*_T: perfect price discrimination within T deals, the ``w_star`` metric),
+    ``w_star_unlimited`` (W*: the same without the turn limit), ``walrasian_high`` and
+    ``walrasian_low`` (profit at the highest / lowest competitive prices on the optimal
+    assignment) and ``vcg`` (VCG payments minus the cost of the units served; equal to
+    ``walrasian_low`` by theory), and the revenues behind the last three (``*_revenue``:
+    payments before costs).
     """
     v, c, inv = instance.values, instance.costs, instance.inventory
     pairs = optimal_assignment(v, c, inv)
@@ -185,8 +188,8 @@ def seller_benchmarks(instance: MarketInstance) -> dict[str, float]:
     high_revenue = sum(float(high[j]) for _, j in pairs)
     low_revenue = sum(float(low[j]) for _, j in pairs)
     return {
-        "w_star_T": optimal_welfare(v, c, inv, instance.config.turns),
-        "w_star": optimal_welfare(v, c, inv),
+        "w_star": welfare_bound(v, c, inv, instance.config.turns),
+        "w_star_unlimited": optimal_welfare(v, c, inv),
         "walrasian_high": high_revenue - served_cost,
         "walrasian_low": low_revenue - served_cost,
         "vcg": float(pay.sum()) - served_cost,

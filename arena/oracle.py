@@ -12,14 +12,16 @@ small linear program, so metrics and rewards that use it are verifiable:
 - ``optimal_welfare`` / ``optimal_assignment``: the best total surplus, with an
   optional cap on the number of trades.
 - ``welfare_bound``: W*_T, the same optimum when a market of ``T`` turns can
-  close at most ``T`` deals; this is the full-information bound metrics divide by.
+  close at most ``T`` deals; this is the full-information bound metrics divide by
+  (the value is ``w_star`` in metrics, rewards and stored rows; W* without the turn
+  limit is ``w_star_unlimited``).
 - ``walrasian_prices``: the lowest and highest competitive (Walrasian) prices of
   the Shapley-Shubik assignment game with multi-unit supply.
 - ``vcg_payments``: the VCG payment of each buyer. They add up to the revenue at
   the lowest Walrasian prices (Leonard 1983).
 
 Revenue benchmarks for a seller therefore order as
-VCG (= lowest Walrasian) <= highest Walrasian <= W*.
+VCG (= lowest Walrasian) <= highest Walrasian <= W* (and W*_T <= W*).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from __future__ import annotations
 import operator
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment, linprog
 
 __all__ = [
     "optimal_assignment",
@@ -126,6 +127,10 @@ def _solve(
         # gains, so an optimum fills all dummies and trades exactly k real units.
         dummies = np.full((n, n - max_trades), 2.0 * smax)  # > any one surplus, at any scale
         weights = np.concatenate([weights, dummies], axis=1)
+    # scipy.optimize is imported on first use: importing it takes most of a second, and
+    # readers of stored results (reports) need the metric names, not the solver.
+    from scipy.optimize import linear_sum_assignment
+
     rows, cols = linear_sum_assignment(weights, maximize=True)
     real = cols < n_units
     rows, cols = rows[real], cols[real]
@@ -291,6 +296,8 @@ def walrasian_prices(
 
     objective = np.zeros(n + m)
     objective[n:] = 1.0
+    from scipy.optimize import linprog
+
     extremes = []
     for sign in (1.0, -1.0):
         res = linprog(

@@ -71,6 +71,7 @@ __all__ = [
     "MAX_INDEX",
     "MAX_MESSAGE_CHARS",
     "MAX_PRICE_DIGITS",
+    "PRICE_LIMIT",
     "REASONS",
     "ProtocolError",
     "format_price",
@@ -85,7 +86,7 @@ MAX_MESSAGE_CHARS = 16_384
 # Python's limit on converting very long digit strings.
 MAX_INDEX = 10**6
 MAX_PRICE_DIGITS = 12
-_PRICE_LIMIT = 10.0**MAX_PRICE_DIGITS
+PRICE_LIMIT = 10.0**MAX_PRICE_DIGITS  # no message states a price at or above this
 
 REASONS = frozenset(
     {
@@ -142,7 +143,7 @@ class ProtocolError(ValueError):
 def format_price(price: float) -> str:
     """Canonical price text: shortest plain decimal that reads back as ``price`` exactly."""
     price = float(price)
-    if not math.isfinite(price) or price < 0 or price >= _PRICE_LIMIT:
+    if not math.isfinite(price) or price < 0 or price >= PRICE_LIMIT:
         raise ProtocolError(
             "unrenderable", f"price must be finite, >= 0 and < 10**{MAX_PRICE_DIGITS}: {price!r}"
         )
@@ -300,7 +301,7 @@ def _parse_price(token: str) -> float:
         raise ProtocolError("bad_price", f"more than {MAX_PRICE_DIGITS} digits before the point")
     price = float(token)
     # Twelve nines followed by enough fractional nines round up to 10**12.
-    if price >= _PRICE_LIMIT:
+    if price >= PRICE_LIMIT:
         raise ProtocolError(
             "bad_price", f"price {token[:60]!r} is not below 10**{MAX_PRICE_DIGITS}"
         )

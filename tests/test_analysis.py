@@ -3,6 +3,7 @@ numpy, disclosure effect (paired on market index, NaN-aware), ratings, determini
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -15,13 +16,11 @@ from tournaments.analysis import (
     analyze,
     bootstrap_mean_ci,
     disclosure_effect,
-    fmt,
-    fmt_ci,
-    format_tables,
     ratings_table,
     side_leaderboards,
     surplus_split,
 )
+from tournaments.tables import fmt, fmt_ci, format_tables
 
 CAPTURE = {"strong": 0.6, "weak": 0.3}  # share of W* the seller takes as profit
 TOUGHNESS = {"alpha": 0.0, "beta": 0.05}  # share of W* the buyer claws back
@@ -89,6 +88,8 @@ def take(records: dict[str, np.ndarray], idx: np.ndarray) -> dict[str, np.ndarra
 
 def same(a, b) -> bool:
     """Equality of nested rows, NaN equal to NaN."""
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and same(dataclasses.asdict(a), dataclasses.asdict(b))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple):
@@ -111,23 +112,24 @@ def records() -> dict[str, np.ndarray]:
 def test_surplus_split_matches_direct_computation(records):
     rows = surplus_split(records)
     assert len(rows) == 2 * 2 * 2
-    keys = [(r["config"], r["disclosure"], r["seller"], r["buyer"]) for r in rows]
+    keys = [(r.config, r.disclosure, r.seller, r.buyer) for r in rows]
     assert keys == sorted(keys)
     for r in rows:
         sel = (
-            (records["seller"] == r["seller"])
-            & (records["buyer"] == r["buyer"])
-            & (records["disclosure"] == r["disclosure"])
-            & (records["config"] == r["config"])
+            (records["seller"] == r.seller)
+            & (records["buyer"] == r.buyer)
+            & (records["disclosure"] == r.disclosure)
+            & (records["config"] == r.config)
         )
-        assert r["n"] == sel.sum() == 200
+        assert r.n == sel.sum() == 200
         for m in SPLIT_METRICS:
             x = records[m][sel]
-            assert r[m] == pytest.approx(x.mean(), rel=1e-12, abs=1e-12)
-            half = (r[f"{m}_upper"] - r[f"{m}_lower"]) / 2
+            mean, lower, upper = r.metrics[m]
+            assert mean == pytest.approx(x.mean(), rel=1e-12, abs=1e-12)
+            half = (upper - lower) / 2
             expect = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
             assert half == pytest.approx(expect, rel=1e-9, abs=1e-12)
-            assert r[m] == pytest.approx((r[f"{m}_upper"] + r[f"{m}_lower"]) / 2, abs=1e-9)
+            assert mean == pytest.approx((upper + lower) / 2, abs=1e-9)
 
 
 def test_surplus_split_order_does_not_matter(records):
@@ -141,7 +143,7 @@ def test_surplus_split_order_does_not_matter(records):
 
 
 def _row(rows, seller, buyer, metric):
-    (r,) = [x for x in rows if (x["seller"], x["buyer"], x["metric"]) == (seller, buyer, metric)]
+    (r,) = [x for x in rows if (x.seller, x.buyer, x.metric) == (seller, buyer, metric)]
     return r
 
 
@@ -151,15 +153,15 @@ def test_disclosure_effect_recovers_planted_profit_effect(records):
     for seller in CAPTURE:
         for buyer in TOUGHNESS:
             r = _row(rows, seller, buyer, "profit")
-            assert r["n"] == 200
-            assert r["diff"] == pytest.approx(EFFECT, abs=1e-9)
-            assert r["lower"] < EFFECT < r["upper"]
-            assert r["lower"] > 0
+            assert r.n == 200
+            assert r.diff == pytest.approx(EFFECT, abs=1e-9)
+            assert r.lower < EFFECT < r.upper
+            assert r.lower > 0
             # Paired on the instance, the interval is as narrow as the unit noise allows,
             # far narrower than the spread of profit across markets.
-            assert r["upper"] - r["lower"] < 0.5
-            assert r["t_lower"] < EFFECT < r["t_upper"]
-            assert r["treatment_mean"] - r["control_mean"] == pytest.approx(r["diff"])
+            assert r.upper - r.lower < 0.5
+            assert r.t_lower < EFFECT < r.t_upper
+            assert r.treatment_mean - r.control_mean == pytest.approx(r.diff)
 
 
 def test_disclosure_effect_pairs_by_market_index(records):
@@ -179,8 +181,8 @@ def test_disclosure_effect_pairs_by_market_index(records):
     pair = (records["seller"] == "strong") & (records["buyer"] == "alpha")
     h = records["profit"][pair & (records["disclosure"] == "hidden")]
     m = records["profit"][pair & (records["disclosure"] == "mandatory")]
-    assert r["n"] == 150
-    assert r["diff"] == pytest.approx((m[50:] - h[50:]).mean(), rel=1e-12)
+    assert r.n == 150
+    assert r.diff == pytest.approx((m[50:] - h[50:]).mean(), rel=1e-12)
     # Other pairings are untouched.
     assert same(
         _row(disclosure_effect(kept), "weak", "beta", "profit"),
@@ -196,20 +198,22 @@ def test_disclosure_effect_handles_nan_metric(records):
     m = records["mean_price"][pair & (records["disclosure"] == "mandatory")]
     ok = np.isfinite(h) & np.isfinite(m)
     assert 0 < ok.sum() < 200
-    assert r["n"] == ok.sum()
-    assert r["diff"] == pytest.approx((m[ok] - h[ok]).mean(), rel=1e-12)
-    assert all(math.isfinite(r[k]) for k in ("diff", "lower", "upper", "t_lower", "t_upper"))
+    assert r.n == ok.sum()
+    assert r.diff == pytest.approx((m[ok] - h[ok]).mean(), rel=1e-12)
+    assert all(
+        math.isfinite(getattr(r, k)) for k in ("diff", "lower", "upper", "t_lower", "t_upper")
+    )
 
     # A metric that is NaN everywhere gives a row with n = 0 and NaN figures, no error.
     blank = dict(records, mean_price=np.full(len(records["market"]), np.nan))
     r = _row(disclosure_effect(blank), "weak", "alpha", "mean_price")
-    assert r["n"] == 0 and math.isnan(r["diff"]) and math.isnan(r["lower"])
+    assert r.n == 0 and math.isnan(r.diff) and math.isnan(r.lower)
 
 
 def test_disclosure_effect_skips_pairings_missing_a_rule(records):
     keep = ~((records["seller"] == "weak") & (records["disclosure"] == "hidden"))
     rows = disclosure_effect(take(records, np.flatnonzero(keep)))
-    assert {r["seller"] for r in rows} == {"strong"}
+    assert {r.seller for r in rows} == {"strong"}
     assert len(rows) == 2 * 5
 
 
@@ -238,19 +242,19 @@ def test_bootstrap_interval_matches_loop_and_covers_mean():
 
 def test_ratings_table_orders_planted_strengths_and_pins_reference(records):
     rows = ratings_table(records, reference="weak", rounds=50)
-    by = {r["player"]: r for r in rows}
+    by = {r.player: r for r in rows}
     assert set(by) == {"strong", "weak", "alpha", "beta"}
-    assert {r["side"] for r in rows if r["player"] in CAPTURE} == {"seller"}
-    assert {r["side"] for r in rows if r["player"] in TOUGHNESS} == {"buyer"}
-    assert by["strong"]["bt"] > by["weak"]["bt"] + 50
-    assert by["strong"]["elo"] > by["weak"]["elo"]
-    assert by["strong"]["lower"] > by["weak"]["upper"]
-    assert by["strong"]["rank"] < by["weak"]["rank"]
-    assert by["beta"]["bt"] > by["alpha"]["bt"]  # the tougher buyer
-    assert by["weak"]["bt"] == by["weak"]["lower"] == by["weak"]["upper"] == 1000.0
-    assert by["weak"]["elo"] == 1000.0
-    assert all(r["games"] == 2 * 2 * 200 for r in rows)
-    assert [r["bt"] for r in rows] == sorted((r["bt"] for r in rows), reverse=True)
+    assert {r.side for r in rows if r.player in CAPTURE} == {"seller"}
+    assert {r.side for r in rows if r.player in TOUGHNESS} == {"buyer"}
+    assert by["strong"].bt > by["weak"].bt + 50
+    assert by["strong"].elo > by["weak"].elo
+    assert by["strong"].lower > by["weak"].upper
+    assert by["strong"].rank < by["weak"].rank
+    assert by["beta"].bt > by["alpha"].bt  # the tougher buyer
+    assert by["weak"].bt == by["weak"].lower == by["weak"].upper == 1000.0
+    assert by["weak"].elo == 1000.0
+    assert all(r.games == 2 * 2 * 200 for r in rows)
+    assert [r.bt for r in rows] == sorted((r.bt for r in rows), reverse=True)
     with pytest.raises(ValueError, match="reference"):
         ratings_table(records, reference="nobody", rounds=5)
 
@@ -286,10 +290,10 @@ def test_same_seed_same_tables_other_seed_other_intervals(records):
     assert format_tables(a) == format_tables(b)
 
     c = analyze(records, seed=1, rating_rounds=30, effect_rounds=200)
-    assert [r["diff"] for r in c.effect] == [r["diff"] for r in a.effect]
-    assert [r["lower"] for r in c.effect] != [r["lower"] for r in a.effect]
-    assert [r["bt"] for r in c.ratings] == pytest.approx([r["bt"] for r in a.ratings])
-    assert [r["lower"] for r in c.ratings] != [r["lower"] for r in a.ratings]
+    assert [r.diff for r in c.effect] == [r.diff for r in a.effect]
+    assert [r.lower for r in c.effect] != [r.lower for r in a.effect]
+    assert [r.bt for r in c.ratings] == pytest.approx([r.bt for r in a.ratings])
+    assert [r.lower for r in c.ratings] != [r.lower for r in a.ratings]
 
 
 def test_format_tables_has_every_table(records):
@@ -310,7 +314,7 @@ def test_format_tables_has_every_table(records):
 def test_empty_records():
     empty = take(make_records(n=1), np.zeros(0, np.int64))
     a = analyze(empty, rating_rounds=5, effect_rounds=5)
-    assert a.ratings == [] and a.split == [] and a.effect == [] and a.sides == {}
+    assert a.ratings == () and a.split == () and a.effect == () and a.sides == {}
     assert "(no rows)" in format_tables(a)
 
 
@@ -325,7 +329,7 @@ def test_number_format():
 
 
 def test_effects_of_each_rule_and_pairings_the_rule_cannot_change_are_set_apart():
-    from tournaments.analysis import analyze, format_tables, informative_effects
+    from tournaments.analysis import analyze, informative_effects
 
     rng = np.random.default_rng(5)
     rows = []
@@ -359,11 +363,11 @@ def test_effects_of_each_rule_and_pairings_the_rule_cannot_change_are_set_apart(
     ):
         rec[name] = profit.copy() if name == "profit" else np.full(len(rows), 1.0)
     analysis = analyze(rec, rating_rounds=20, effect_rounds=100)
-    assert {r["treatment"] for r in analysis.effect} == {"mandatory", "voluntary"}
+    assert {r.treatment for r in analysis.effect} == {"mandatory", "voluntary"}
     kept, omitted = informative_effects(analysis.effect)
-    assert {r["seller"] for r in kept} == {"aware"}
+    assert {r.seller for r in kept} == {"aware"}
     assert sorted(k[2] for k in omitted) == ["blind", "blind"]
-    lifts = [r["diff"] for r in kept if r["metric"] == "profit"]
+    lifts = [r.diff for r in kept if r.metric == "profit"]
     assert lifts == [5.0, 5.0]
     text = format_tables(analysis)
     assert "Disclosure effect (mandatory - hidden)" in text
@@ -379,3 +383,20 @@ def test_one_market_gives_no_interval_rather_than_a_point():
     assert m == 3.0 and np.isnan(lo) and np.isnan(hi)
     lo, hi = bootstrap_mean_ci(np.array([3.0]), np.random.default_rng(0))
     assert np.isnan(lo) and np.isnan(hi)
+
+
+def test_elo_in_a_second_process_gives_the_same_ratings(records):
+    here = analyze(records, rating_rounds=20, effect_rounds=50, background=False)
+    beside = analyze(records, rating_rounds=20, effect_rounds=50, background=True)
+    assert [(r.player, r.elo, r.bt, r.lower, r.upper) for r in here.ratings] == [
+        (r.player, r.elo, r.bt, r.lower, r.upper) for r in beside.ratings
+    ]
+
+
+def test_a_background_call_returns_what_the_call_returns_here():
+    from tournaments.background import Background
+
+    assert Background("math:hypot", 3.0, 4.0).result() == 5.0
+    # A child that fails leaves the call to this process, which raises as the call would.
+    with pytest.raises(ValueError):
+        Background("math:sqrt", -1.0).result()

@@ -16,6 +16,7 @@ from tournaments.ratings import (
     DEFAULT_K,
     PairedLeaderboard,
     RatedPlayer,
+    RatingScale,
     bootstrap_bt,
     bradley_terry,
     canonical_order,
@@ -176,7 +177,7 @@ def test_elo_default_k_is_small():
 def test_elo_reference_is_pinned():
     a, b, s = ["A", "B", "A"], ["B", "C", "C"], [0.9, 0.3, 0.6]
     free = elo(a, b, s, k=32)
-    pinned = elo(a, b, s, k=32, reference="C", initial=1500.0)
+    pinned = elo(a, b, s, k=32, reference="C", scale=RatingScale(initial=1500.0))
     assert pinned["C"] == 1500.0
     for p in "AB":
         assert pinned[p] - pinned["C"] == pytest.approx(free[p] - free["C"])
@@ -242,7 +243,9 @@ def test_bt_two_players_analytic():
     assert f["A"] - f["B"] == pytest.approx(r["A"] - r["B"], abs=1e-4)
     # Mean pinned when there is no reference; other units.
     assert (r["A"] + r["B"]) / 2 == pytest.approx(1000.0, abs=1e-9)
-    g = bradley_terry(["A"] * 4, ["B"] * 4, [0.75] * 4, base=math.e, scale=1.0, initial=0.0)
+    g = bradley_terry(
+        ["A"] * 4, ["B"] * 4, [0.75] * 4, scale=RatingScale(points=1.0, base=math.e, initial=0.0)
+    )
     assert g["A"] - g["B"] == pytest.approx(math.log(3), abs=1e-5)
 
 
@@ -257,7 +260,7 @@ def test_bt_matches_independent_mm_fit():
     s = rng.beta(3 * p, 3 * (1 - p))
     a = [players[k] for k in i]
     b = [players[k] for k in j]
-    fit = bradley_terry(a, b, s, initial=0.0)
+    fit = bradley_terry(a, b, s, scale=RatingScale(initial=0.0))
     ref = mm_bradley_terry(a, b, s)
     for q in players:
         assert fit[q] == pytest.approx(ref[q], abs=0.01)
@@ -266,7 +269,7 @@ def test_bt_matches_independent_mm_fit():
 def test_bt_reference_pinned_exactly_and_order_free():
     true = {"s0": 0.0, "s1": 120.0, "b0": 40.0, "b1": 300.0}
     a, b, s = simulate(true, ["s0", "s1"], ["b0", "b1"], 500, seed=4)
-    r = bradley_terry(a, b, s, reference="s1", initial=1000.0)
+    r = bradley_terry(a, b, s, reference="s1", scale=RatingScale(initial=1000.0))
     assert r["s1"] == 1000.0
     perm = np.random.default_rng(9).permutation(len(s))
     shuffled = bradley_terry(np.array(a)[perm], np.array(b)[perm], s[perm], reference="s1")
@@ -298,7 +301,7 @@ def test_bt_recovers_known_strengths_bipartite():
     values = rng.permutation(np.linspace(0, 400, 8)) + rng.uniform(-10, 10, 8)
     true = dict(zip(sellers + buyers, values, strict=True))
     a, b, s = simulate(true, sellers, buyers, 2000, seed=5)
-    r = bradley_terry(a, b, s, reference="s0", initial=true["s0"])
+    r = bradley_terry(a, b, s, reference="s0", scale=RatingScale(initial=true["s0"]))
     names = sellers + buyers
     rho = spearmanr([r[p] for p in names], [true[p] for p in names]).statistic
     assert rho == 1.0
@@ -313,7 +316,9 @@ def test_bootstrap_covers_truth_and_narrows_with_data():
     widths = []
     for games, seed in ((250, 6), (4000, 7)):
         a, b, s = simulate(true, sellers, buyers, games, seed=seed)
-        rows = bootstrap_bt(a, b, s, rounds=200, seed=1, reference="s0", initial=0.0)
+        rows = bootstrap_bt(
+            a, b, s, rounds=200, seed=1, reference="s0", scale=RatingScale(initial=0.0)
+        )
         by = {row.player: row for row in rows}
         assert by["s0"].lower == by["s0"].upper == by["s0"].rating == 0.0
         covered = sum(by[p].lower <= true[p] <= by[p].upper for p in true if p != "s0")

@@ -3,6 +3,7 @@ terminal text with every table."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 
@@ -10,14 +11,9 @@ import numpy as np
 import pytest
 from test_analysis import make_records, take
 
-from tournaments.report import (
-    plot_disclosure_forest,
-    plot_ratings,
-    plot_surplus_split,
-    report_text,
-    run_info,
-    write_report,
-)
+from tournaments.analysis import RatingRow
+from tournaments.plots import plot_disclosure_forest, plot_ratings, plot_surplus_split
+from tournaments.report import report_text, run_info, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TITLES = (
@@ -112,10 +108,10 @@ def test_other_out_name_keeps_its_own_plots(tmp_path, records):
 
 def test_plot_size_grows_with_rows(tmp_path, records):
     rows = [
-        {"player": f"p{k}", "side": "seller" if k % 2 else "buyer", "elo": 1000.0 + k}
-        | {"bt": 1000.0 + k, "lower": 990.0 + k, "upper": 1010.0 + k, "rank": 1, "games": 9}
+        RatingRow(f"p{k}", "seller" if k % 2 else "buyer", 1000.0 + k, 1000.0 + k, 990.0 + k,
+                  1010.0 + k, 1, 9)
         for k in range(20)
-    ]
+    ]  # fmt: skip
     _, h_small = png_size(plot_ratings(rows[:3], tmp_path / "s.png"))
     _, h_big = png_size(plot_ratings(rows, tmp_path / "b.png"))
     assert h_big > 2 * h_small
@@ -123,10 +119,10 @@ def test_plot_size_grows_with_rows(tmp_path, records):
     from tournaments.analysis import disclosure_effect, surplus_split
 
     split = surplus_split(records)
-    split[0]["buyer_surplus_agent"] = float("nan")
+    split[0].metrics["buyer_surplus_agent"] = (float("nan"),) * 3
     assert png_size(plot_surplus_split(split, tmp_path / "split.png"))[1] > 0
     effect = disclosure_effect(records, rounds=50)
-    effect[0]["diff"] = float("nan")
+    effect[0] = dataclasses.replace(effect[0], diff=float("nan"))
     assert png_size(plot_disclosure_forest(effect, tmp_path / "forest.png"))[1] > 0
 
 
@@ -143,6 +139,7 @@ def test_run_info_reads_stored_and_parsed_meta():
     stored = run_info(make_meta())
     parsed = run_info({k: json.loads(v) if k != "created" else v for k, v in make_meta().items()})
     assert stored == parsed
-    assert stored["name"] == "synthetic" and stored["seed"] == 11 and stored["markets"] == 60
-    assert stored["configs"] == ["small"] and stored["reference"] == "weak"
-    assert run_info({})["name"] == "-"
+    assert stored.name == "synthetic" and stored.seed == 11 and stored.spec.markets == 60
+    assert [name for name, _ in stored.spec.configs] == ["small"]
+    assert stored.reference == "weak"
+    assert run_info({}).name == "-"

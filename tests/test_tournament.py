@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -96,14 +97,14 @@ buyers = 4
     [
         (GOOD.replace('"posted_price"', '"nobody"'), "unknown seller entry 'nobody'"),
         (GOOD.replace('"truthful"', '"truthful:0.5,ghost:0.5"'), "unknown buyer entry 'ghost'"),
-        (GOOD.replace("buyers = 4", "buyers = 0"), "markets.m: buyers"),
+        (GOOD.replace("buyers = 4", "buyers = 0"), "configs.m: buyers"),
         (GOOD.replace("buyers = 4", "colour = 4"), "unknown market field(s) colour"),
         (GOOD.replace('sellers = ["posted_price"]', "sellers = []"), "tournament.sellers is empty"),
         (GOOD.replace('["truthful"]', '["truthful", "truthful"]'), "names truthful twice"),
         (GOOD.replace('["hidden"]', '["sometimes"]'), "unknown disclosure rule"),
         (GOOD.replace("[tournament]", "[tournament]\nmarkets = 0"), "tournament.markets"),
         (GOOD.replace("[tournament]", "[tournament]\nspeed = 1"), "unknown tournament key"),
-        (GOOD.replace("[markets.m]\nbuyers = 4\n", ""), "no [markets.NAME] table"),
+        (GOOD.replace("[markets.m]\nbuyers = 4\n", ""), "no [configs.NAME] table"),
         (GOOD + "\n[oops\n", "not valid TOML"),
     ],
 )
@@ -124,10 +125,10 @@ def test_round_robin_and_seeds():
     matches = spec.matches()
     assert len(matches) == 1 * 1 * 2 * 2
     assert [m.match_id for m in matches] == sorted(m.match_id for m in matches)
-    assert {m.config.disclosure for m in matches} == {"hidden", "mandatory"}
+    assert {m.market_config.disclosure for m in matches} == {"hidden", "mandatory"}
     # A side's seed depends on its entry and the market config, not on the opponent or the
     # disclosure rule, so paired comparisons share the dice.
-    by_rule = {(m.market, m.disclosure): spec.policy_seed(m, "buyer") for m in matches}
+    by_rule = {(m.config, m.disclosure): spec.policy_seed(m, "buyer") for m in matches}
     assert by_rule[("a", "hidden")] == by_rule[("a", "mandatory")]
     assert by_rule[("a", "hidden")] != by_rule[("b", "hidden")]
     assert spec.policy_seed(matches[0], "seller") != spec.policy_seed(matches[0], "buyer")
@@ -451,3 +452,35 @@ def test_a_killed_policy_host_is_replaced_and_results_are_the_same(tmp_path, ray
     )
     assert killed and summary.workers_replaced >= 1
     assert_same_records(records(tmp_path / "clean"), records(tmp_path / "faulty"))
+
+
+def test_configs_tables_under_either_name_are_one_spec(tmp_path):
+    old = {**SMALL}
+    new = {k: v for k, v in SMALL.items() if k != "markets"} | {"configs": SMALL["markets"]}
+    assert spec_from_dict(old) == spec_from_dict(new)
+    assert [name for name, _ in spec_from_dict(new).configs] == ["a", "b"]
+    with pytest.raises(SpecError, match="use one name"):
+        spec_from_dict({**new, "markets": SMALL["markets"]})
+
+
+def test_a_folder_stored_before_the_rename_resumes_and_reports(tmp_path):
+    spec = small_spec(markets=20, transcripts=0)
+    folder = tmp_path / "run"
+    run_tournament(spec, folder, use_ray=False, progress=False)
+    # Earlier versions stored the config tables as "markets", each with its disclosure field.
+    data = spec.to_dict()
+    data["markets"] = {name: cfg.to_dict() for name, cfg in spec.configs}
+    del data["configs"]
+    conn = sqlite3.connect(folder / "results.sqlite")
+    with conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'spec'", (json.dumps(data),))
+    conn.close()
+    summary = run_tournament(spec, folder, use_ray=False, progress=False)
+    assert summary.units_run == 0
+    store = ResultStore.open(folder)
+    try:
+        assert store.spec() == spec
+        text = report_text(store.records(), store.meta())
+        assert "Disclosure effect (mandatory - hidden)" in text
+    finally:
+        store.close()

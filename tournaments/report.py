@@ -1,56 +1,50 @@
 """Reports of a tournament run: terminal text and a Markdown file with plots.
 
 ``report_text`` is what ``arena report DIR`` prints; ``write_report`` writes
-``report.md`` into the run folder with three PNG plots next to it (ratings with
-interval bars, the surplus split, a forest plot of the disclosure effect).
+``report.md`` into the run folder with its plots next to it (``tournaments.plots``).
+Both render one ``Analysis`` (``analyze_run``), computed once; the tables come from
+``tournaments.tables``, and each figure is placed after the table whose key it belongs to.
 
-Nothing time-dependent goes into the report: the same records and metadata give
-the same ``report.md``, byte for byte. Plots are drawn on the Agg canvas directly
-(no pyplot, no global backend switch), and their PNGs carry no software or date
-stamp.
+Nothing time-dependent goes into the report: the same records and metadata give the
+same ``report.md``, byte for byte.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tabulate import tabulate
 
-from tournaments.analysis import (
-    Analysis,
-    Records,
-    analyze,
-    fmt,
-    format_tables,
-    informative_effects,
-    sections,
-)
-
-DPI = 110
-SIDE_COLORS = {"seller": "tab:blue", "buyer": "tab:orange"}
-METRIC_LABELS = {
-    "profit": "seller profit",
-    "buyer_surplus": "buyer surplus",
-    "buyer_surplus_agent": "buyer surplus: agents",
-    "buyer_surplus_human": "buyer surplus: humans",
-    "efficiency": "efficiency",
-    "mean_price": "mean price",
-}
-SPLIT_PARTS = (
-    ("profit", "seller profit", "tab:blue"),
-    ("buyer_surplus_human", "buyer surplus: humans", "tab:orange"),
-    ("buyer_surplus_agent", "buyer surplus: agents", "tab:green"),
-)
+from tournaments.analysis import SCORE_COLUMNS, Analysis, analyze, elo_of_records
+from tournaments.background import Background
+from tournaments.effects import informative_effects
+from tournaments.records import Records
+from tournaments.spec import SpecError, TournamentSpec, stored_spec
+from tournaments.tables import Section, format_tables, sections
 
 
-# ---------------------------------------------------------------------------
-# Metadata
-# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunInfo:
+    """What a report says about the run: its spec (rebuilt from what is stored) and the
+    package versions. The run's creation time is left out on purpose, so that a report
+    depends on results only."""
+
+    spec: TournamentSpec | None
+    """None when the folder holds no readable spec."""
+    seed: Any = "-"
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name if self.spec else "-"
+
+    @property
+    def reference(self) -> str | None:
+        return self.spec.reference if self.spec else None
 
 
 def _parsed(value: Any) -> Any:
@@ -63,47 +57,35 @@ def _parsed(value: Any) -> Any:
     return value
 
 
-def run_info(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The report's view of ``ResultStore.meta()``: spec fields and package versions.
-
-    Values may be the stored JSON strings or parsed objects; missing keys give ``-``. The
-    run's creation time is deliberately left out, so that a report depends on results only.
-    """
-    spec = _parsed(meta.get("spec", {}))
-    spec = spec if isinstance(spec, dict) else {}
-    t = spec.get("tournament", {})
+def run_info(meta: Mapping[str, Any]) -> RunInfo:
+    """The report's view of ``ResultStore.meta()`` (values as stored JSON text or parsed)."""
+    try:
+        data = _parsed(meta.get("spec"))
+        spec = stored_spec(data) if isinstance(data, dict) else None
+    except (SpecError, TypeError, ValueError, AttributeError):
+        spec = None
     versions = _parsed(meta.get("versions", {}))
-    seed = t.get("seed", _parsed(meta.get("seed", "-")))
-    return {
-        "name": t.get("name", "-"),
-        "seed": seed,
-        "markets": t.get("markets", "-"),
-        "sellers": list(t.get("sellers", [])),
-        "buyers": list(t.get("buyers", [])),
-        "disclosure": list(t.get("disclosure", [])),
-        "configs": sorted(spec.get("markets", {})),
-        "populations": dict(spec.get("populations", {})),
-        "reference": t.get("reference"),
-        "versions": dict(sorted(versions.items())) if isinstance(versions, dict) else {},
-    }
+    seed = spec.seed if spec else _parsed(meta.get("seed", "-"))
+    return RunInfo(spec, seed, dict(sorted(versions.items())) if isinstance(versions, dict) else {})
 
 
-def _meta_rows(info: dict[str, Any], analysis: Analysis, seed: int) -> list[list[str]]:
+def _meta_rows(info: RunInfo, analysis: Analysis, seed: int) -> list[list[str]]:
+    spec = info.spec
     rows = [
-        ["spec", str(info["name"])],
-        ["tournament seed", str(info["seed"])],
-        ["markets per match", str(info["markets"])],
-        ["sellers", ", ".join(info["sellers"]) or "-"],
-        ["buyers", ", ".join(info["buyers"]) or "-"],
+        ["spec", info.name],
+        ["tournament seed", str(info.seed)],
+        ["markets per match", str(spec.markets) if spec else "-"],
+        ["sellers", ", ".join(spec.sellers) if spec else "-"],
+        ["buyers", ", ".join(spec.buyers) if spec else "-"],
     ]
-    rows += [[f"population {k}", v] for k, v in sorted(info["populations"].items())]
+    rows += [[f"population {k}", v] for k, v in sorted(spec.populations if spec else ())]
     rows += [
-        ["disclosure rules", ", ".join(info["disclosure"]) or "-"],
-        ["market configs", ", ".join(info["configs"]) or "-"],
+        ["disclosure rules", ", ".join(spec.disclosure) if spec else "-"],
+        ["configs", ", ".join(sorted(n for n, _ in spec.configs)) if spec else "-"],
         [
             "rating reference",
-            info["reference"]
-            if info["reference"] in {r["player"] for r in analysis.ratings}
+            info.reference
+            if info.reference in {r.player for r in analysis.ratings}
             else "(mean at 1000)",
         ],
         ["market rows analysed", str(analysis.markets)],
@@ -112,20 +94,45 @@ def _meta_rows(info: dict[str, Any], analysis: Analysis, seed: int) -> list[list
     return rows
 
 
-def _analysis(records: Records, info: dict[str, Any], seed: int) -> Analysis:
-    reference = info["reference"]
-    sides = set(np.asarray(records["seller"]).tolist()) | set(np.asarray(records["buyer"]).tolist())
-    return analyze(records, reference=reference if reference in sides else None, seed=seed)
+def _reference(records: Records, meta: Mapping[str, Any]) -> str | None:
+    """The spec's rating reference if it played in these records."""
+    reference = run_info(meta).reference
+    played = set(records.match.tolist())
+    t = records.matches
+    entries = {t.seller[m] for m in played} | {t.buyer[m] for m in played}
+    return reference if reference in entries else None
 
 
-# ---------------------------------------------------------------------------
-# Terminal
-# ---------------------------------------------------------------------------
+def analyze_run(
+    records: Records,
+    meta: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    background: bool | Background | None = None,
+) -> Analysis:
+    """The analysis a report shows; compute it once and pass it to the writers.
+    ``background`` is :func:`tournaments.analysis.analyze`'s (``start_elo`` gives one)."""
+    rec = Records.from_columns(records)
+    return analyze(rec, reference=_reference(rec, meta), seed=seed, background=background)
 
 
-def analyze_run(records: Records, meta: Mapping[str, Any], *, seed: int = 0) -> Analysis:
-    """The analysis a report shows; compute it once and pass it to the writers."""
-    return _analysis(records, run_info(meta), seed)
+def start_elo(folder: str | Path, meta: Mapping[str, Any], *, seed: int = 0) -> Background:
+    """Start the Elo of a run folder in a second process, before this one reads the
+    records: Elo takes longest of all the analyses, and the second process reads only
+    the columns it needs. Pass the result to :func:`analyze_run`."""
+    return Background("tournaments.report:elo_of_run", str(folder), dict(meta), seed)
+
+
+def elo_of_run(folder: str, meta: Mapping[str, Any], seed: int) -> tuple[int, dict[str, float]]:
+    """(games, Elo ratings) of a run folder, as :func:`analyze_run` computes them."""
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(folder)
+    try:
+        records = store.records(SCORE_COLUMNS)
+    finally:
+        store.close()
+    return elo_of_records(records, _reference(records, meta), seed)
 
 
 def report_text(
@@ -133,15 +140,10 @@ def report_text(
 ) -> str:
     """Run metadata and every table, as plain text for the terminal."""
     info = run_info(meta)
-    analysis = analysis or _analysis(records, info, seed)
+    analysis = analysis or analyze_run(records, meta, seed=seed)
     head = tabulate(_meta_rows(info, analysis, seed), tablefmt="plain", disable_numparse=True)
-    title = f"Tournament {info['name']}"
+    title = f"Tournament {info.name}"
     return f"{title}\n{'=' * len(title)}\n{head}\n\n" + format_tables(analysis)
-
-
-# ---------------------------------------------------------------------------
-# Markdown
-# ---------------------------------------------------------------------------
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -149,6 +151,30 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
         return "_(no rows)_"
     esc = [[c.replace("|", "\\|") for c in row] for row in rows]
     return tabulate(esc, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def _figures(analysis: Analysis, stem: str) -> dict[str, tuple[str, str, Any, Any, bool]]:
+    """Section key -> (file name, alt text, plot function, a function giving its rows, before
+    the table), in the order to draw them."""
+    from tournaments import plots
+
+    out: dict[str, tuple[str, str, Any, Any, bool]] = {
+        "conduct": (f"{stem}_surplus.png", "Surplus split per pairing",
+                    plots.plot_surplus_split, lambda: analysis.split, False),
+    }  # fmt: skip
+    # One forest plot per rule compared with hidden, of the pairings the rule changed.
+    for treat in ("mandatory", "voluntary"):
+        rows, _ = informative_effects([r for r in analysis.effect if r.treatment == treat])
+        suffix = "" if treat == "mandatory" else f"_{treat}"
+        name = f"{stem}_disclosure{suffix}.png"
+        out[f"effect:{treat}"] = (
+            name, "Disclosure effect forest plot", plots.plot_disclosure_forest,
+            lambda rows=rows: rows, True,
+        )  # fmt: skip
+    # Last: the ratings may still be waiting for Elo from a second process.
+    out["ratings"] = (f"{stem}_ratings.png", "Ratings with 95% bootstrap intervals",
+                      plots.plot_ratings, lambda: analysis.ratings, False)  # fmt: skip
+    return out
 
 
 def write_report(
@@ -162,267 +188,57 @@ def write_report(
 ) -> Path:
     """Write the Markdown report ``folder/out_name`` and its plots; return its path.
 
-    Contents: run metadata and package versions, the ratings table (sellers and buyers on one
-    scale), the within-side leaderboards and paired comparisons, the surplus split and
-    efficiency tables, the disclosure effect table; plots ``STEM_ratings.png``,
+    Contents: run metadata and package versions, the ratings table (sellers and buyers on
+    one scale), the within-side leaderboards and paired comparisons, the surplus split and
+    efficiency tables, the disclosure effect tables; plots ``STEM_ratings.png``,
     ``STEM_surplus.png`` and ``STEM_disclosure.png`` (STEM = the stem of ``out_name``) are
-    saved next to it and linked. A plot without data is not drawn (a stale file of that name
-    is removed).
+    saved next to it and linked. A plot without data is not drawn (a stale file of that
+    name is removed).
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = Path(out_name).stem
     info = run_info(meta)
-    analysis = analysis or _analysis(records, info, seed)
-    plots = {
-        "ratings": (f"{stem}_ratings.png", plot_ratings, analysis.ratings),
-        "surplus": (f"{stem}_surplus.png", plot_surplus_split, analysis.split),
-    }
-    # One forest plot per rule compared with hidden, of the pairings the rule changed.
-    for treat in ("mandatory", "voluntary"):
-        rows, _ = informative_effects([r for r in analysis.effect if r["treatment"] == treat])
-        name = (
-            f"{stem}_disclosure.png" if treat == "mandatory" else f"{stem}_disclosure_{treat}.png"
-        )
-        plots[f"disclosure:{treat}"] = (name, plot_disclosure_forest, rows)
-    drawn: dict[str, str] = {}
-    for key, (name, draw, rows) in plots.items():
+    analysis = analysis or analyze_run(records, meta, seed=seed)
+    drawn: dict[str, tuple[str, str, bool]] = {}
+    figures = _figures(analysis, Path(out_name).stem)
+    for key, (name, alt, draw, get_rows, before) in figures.items():
         path = folder / name
+        rows = get_rows()
         if rows:
             draw(rows, path)
-            drawn[key] = name
+            drawn[key] = (name, alt, before)
         elif path.exists():
             path.unlink()
 
-    lines = [f"# Tournament report: {info['name']}", "", "## Run", ""]
+    lines = [f"# Tournament report: {info.name}", "", "## Run", ""]
     lines += [_md_table(["item", "value"], _meta_rows(info, analysis, seed)), ""]
-    if info["versions"]:
+    if info.versions:
         lines += ["Package versions:", ""]
         lines += [
-            _md_table(["package", "version"], [[k, str(v)] for k, v in info["versions"].items()])
+            _md_table(["package", "version"], [[k, str(v)] for k, v in info.versions.items()])
         ]
         lines.append("")
-    figure_after = {
-        "Ratings": ("ratings", "Ratings with 95% bootstrap intervals"),
-        "Efficiency and conduct": ("surplus", "Surplus split per pairing"),
-    }
     for sec in sections(analysis):
-        lines += [f"## {sec.title}", "", sec.note, ""]
-        if sec.title.startswith("Disclosure effect ("):
-            treat = sec.title.split("(")[1].split(" ")[0]
-            if f"disclosure:{treat}" in drawn:
-                lines += [f"![Disclosure effect forest plot]({drawn[f'disclosure:{treat}']})", ""]
-        lines += [_md_table(sec.headers, sec.rows), ""]
-        key, alt = figure_after.get(sec.title, (None, ""))
-        if key in drawn:
-            lines += [f"![{alt}]({drawn[key]})", ""]
+        lines += _md_section(sec, drawn.get(sec.key))
     path = folder / out_name
     path.write_text("\n".join(lines).rstrip() + "\n")
     return path
 
 
-# ---------------------------------------------------------------------------
-# Plots
-# ---------------------------------------------------------------------------
-
-
-def _figure(width: float, height: float):
-    """A Figure on an Agg canvas: no pyplot state, no display needed."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # Constrained layout also makes room for suptitles and figure legends, at any height.
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, path: Path) -> None:
-    # No "Software" text chunk; Agg writes no date into a PNG.
-    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
-
-
-def _errors(point: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Non-negative (2, n) error-bar lengths; a percentile interval may miss its point."""
-    return np.vstack([np.maximum(point - lower, 0.0), np.maximum(upper - point, 0.0)])
-
-
-def plot_ratings(rows: list[dict], path: str | Path) -> Path:
-    """Bradley-Terry ratings as points with horizontal 95% interval bars (best at the top),
-    sellers and buyers in two colours, Elo as an open diamond, a line at the pinned 1000."""
-    from matplotlib.lines import Line2D
-
-    n = len(rows)
-    fig = _figure(7.5, max(2.6, 0.42 * n + 1.4))
-    ax = fig.add_subplot()
-    y = np.arange(n)[::-1]
-    for side, color in SIDE_COLORS.items():
-        k = np.array([r["side"] == side for r in rows])
-        if not k.any():
-            continue
-        bt = np.array([r["bt"] for r in rows])[k]
-        lo = np.array([r["lower"] for r in rows])[k]
-        hi = np.array([r["upper"] for r in rows])[k]
-        ax.errorbar(
-            bt, y[k], xerr=_errors(bt, lo, hi), fmt="o", color=color, capsize=4, lw=1.6, ms=6
-        )
-        elo = np.array([r["elo"] for r in rows])[k]
-        # Elo just above its Bradley-Terry point, so neither hides the other.
-        ax.scatter(
-            elo, y[k] + 0.22, marker="D", facecolors="none", edgecolors=color, s=22, zorder=3
-        )
-    ax.axvline(1000.0, color="0.5", ls="--", lw=1)
-    ax.set_yticks(y, [f"{r['player']} (#{r['rank']})" for r in rows])
-    ax.set_ylim(-0.7, n - 0.3)
-    ax.set_xlabel("rating (Elo scale: +400 = 10:1 odds)")
-    ax.set_title("Ratings: Bradley-Terry with 95% bootstrap interval")
-    ax.grid(axis="x", alpha=0.3)
-    handles = [
-        Line2D([], [], color=c, marker="o", lw=1.6, label=f"{s} (Bradley-Terry)")
-        for s, c in SIDE_COLORS.items()
-    ] + [
-        Line2D([], [], color="0.3", marker="D", mfc="none", ls="none", label="Elo"),
-        Line2D([], [], color="0.5", ls="--", lw=1, label="1000 (reference or mean)"),
-    ]
-    ax.legend(handles=handles, loc="best", fontsize=8, framealpha=0.9)
-    _save(fig, Path(path))
-    return Path(path)
-
-
-def plot_surplus_split(rows: list[dict], path: str | Path) -> Path:
-    """Stacked horizontal bars per pairing: seller profit, then buyer surplus of humans and of
-    agents (means per market), labelled with the efficiency. A grid with one row of panels per
-    config and one column per disclosure rule: the panels of a row share their pairings (the
-    y axis) and their price scale (the x axis), so rules compare side by side."""
-    from matplotlib.patches import Patch
-
-    configs = list(dict.fromkeys(r["config"] for r in rows))
-    rules = list(dict.fromkeys(r["disclosure"] for r in rows))
-    panels: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        panels.setdefault((r["config"], r["disclosure"]), []).append(r)
-    pairings = {
-        c: list(dict.fromkeys((r["seller"], r["buyer"]) for r in rows if r["config"] == c))
-        for c in configs
-    }
-    heights = [0.3 * len(pairings[c]) + 0.9 for c in configs]
-    fig = _figure(3.0 + 4.2 * len(rules), sum(heights) + 1.3)
-    grid = fig.subplots(len(configs), len(rules), squeeze=False, height_ratios=heights)
-    for i, config in enumerate(configs):
-        where = {p: k for k, p in enumerate(reversed(pairings[config]))}
-        right = 0.0
-        for j, rule in enumerate(rules):
-            ax = grid[i, j]
-            if j:
-                ax.sharex(grid[i, 0])
-            prow = panels.get((config, rule), [])
-            if not prow:
-                ax.set_visible(False)
-                continue
-            y = np.array([where[(r["seller"], r["buyer"])] for r in prow])
-            pos = np.zeros(len(prow))  # stacks grow right from 0; negatives are drawn left
-            neg = np.zeros(len(prow))
-            for key, _, color in SPLIT_PARTS:
-                v = np.nan_to_num(np.array([r[key] for r in prow], dtype=float))
-                left = np.where(v >= 0, pos, neg)
-                ax.barh(y, v, left=left, color=color, height=0.7, edgecolor="white", lw=0.5)
-                pos += np.maximum(v, 0.0)
-                neg += np.minimum(v, 0.0)
-            right = max(right, float(pos.max()))
-            for yk, x, r in zip(y, pos, prow, strict=True):
-                ax.annotate(
-                    f" {fmt(r['efficiency'])}",
-                    (x, yk),
-                    va="center",
-                    fontsize=6.5,
-                    color="0.25",
-                    annotation_clip=False,
-                )
-            labels = [f"{s} vs {b}" for s, b in reversed(pairings[config])]
-            ax.set_yticks(np.arange(len(labels)), labels if j == 0 else [], fontsize=7.5)
-            ax.set_ylim(-0.6, len(labels) - 0.4)
-            ax.set_title(f"{config} / {rule}", fontsize=10, loc="left")
-            ax.axvline(0.0, color="0.3", lw=0.8)
-            ax.grid(axis="x", alpha=0.3)
-            ax.tick_params(axis="x", labelsize=8)
-        lo, hi = grid[i, 0].get_xlim()
-        grid[i, 0].set_xlim(lo, max(hi, 1.18 * right))  # room for the efficiency labels
-    for ax in grid[-1]:
-        ax.set_xlabel("mean per market (price units)", fontsize=8)
-    handles = [Patch(color=c, label=label) for _, label, c in SPLIT_PARTS]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle("Surplus split per pairing (mean per market; labels: efficiency)", fontsize=11)
-    _save(fig, Path(path))
-    return Path(path)
-
-
-def plot_disclosure_forest(rows: list[dict], path: str | Path) -> Path:
-    """Forest plot of the disclosure effect: one panel per (config, metric), one line per
-    pairing, the mean paired difference with its 95% bootstrap interval and a vertical line at
-    0. Intervals that exclude 0 are drawn dark, the others grey. Each config has its own
-    panels, since price scales differ between configs."""
-    from matplotlib.ticker import MaxNLocator
-
-    metrics = list(dict.fromkeys(r["metric"] for r in rows))
-    configs = list(dict.fromkeys(r["config"] for r in rows))
-    pairings = {
-        c: list(dict.fromkeys((r["seller"], r["buyer"]) for r in rows if r["config"] == c))
-        for c in configs
-    }
-    # Few pairings: wrap a config's panels into rows of three; many: one row per config.
-    ncols = len(metrics) if max(map(len, pairings.values())) > 10 else min(len(metrics), 3)
-    per_config = math.ceil(len(metrics) / ncols)
-    heights = [max(1.7, 0.32 * len(pairings[c]) + 0.9) for c in configs for _ in range(per_config)]
-    fig = _figure(3.4 * ncols + 2.4, sum(heights) + 0.4)
-    grid = fig.subplots(len(heights), ncols, squeeze=False, height_ratios=heights)
-    for k, config in enumerate(configs):
-        block = grid[k * per_config : (k + 1) * per_config].reshape(-1)
-        n = len(pairings[config])
-        y = np.arange(n)[::-1]
-        where = {p: y[i] for i, p in enumerate(pairings[config])}
-        for ax in block[len(metrics) :]:
-            ax.set_visible(False)
-        for j, (ax, metric) in enumerate(zip(block, metrics, strict=False)):
-            for r in rows:
-                if r["config"] != config or r["metric"] != metric or not math.isfinite(r["diff"]):
-                    continue
-                clear = r["lower"] > 0 or r["upper"] < 0  # False when there is no interval
-                d = np.array([r["diff"]])
-                ax.errorbar(
-                    d,
-                    [where[(r["seller"], r["buyer"])]],
-                    xerr=_errors(d, np.array([r["lower"]]), np.array([r["upper"]])),
-                    fmt="o",
-                    color="black" if clear else "0.6",
-                    capsize=3,
-                    ms=4,
-                    lw=1.3,
-                )
-            ax.axvline(0.0, color="tab:red", lw=1, ls="--")
-            title = METRIC_LABELS.get(metric, metric.replace("_", " "))
-            ax.set_title(f"{title} ({config})" if len(configs) > 1 else title, fontsize=10)
-            ax.grid(axis="x", alpha=0.3)
-            ax.tick_params(axis="x", labelsize=8)
-            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # narrow panels: few x ticks
-            ax.set_ylim(-0.6, n - 0.4)
-            if j % ncols == 0:
-                ax.set_yticks(y, [f"{s} vs {b}" for s, b in pairings[config]])
-            else:
-                ax.set_yticks(y, [])
-    treat, ctrl = rows[0]["treatment"], rows[0]["control"]
-    fig.suptitle(
-        f"Disclosure effect: {treat} - {ctrl}, paired per market (95% bootstrap interval)",
-        fontsize=11,
-    )
-    _save(fig, Path(path))
-    return Path(path)
+def _md_section(sec: Section, figure: tuple[str, str, bool] | None) -> list[str]:
+    image = [f"![{figure[1]}]({figure[0]})", ""] if figure else []
+    before = image if figure and figure[2] else []
+    after = image if figure and not figure[2] else []
+    return [f"## {sec.title}", "", sec.note, "", *before, _md_table(sec.headers, sec.rows), "",
+            *after]  # fmt: skip
 
 
 __all__ = [
-    "plot_disclosure_forest",
-    "plot_ratings",
-    "plot_surplus_split",
+    "RunInfo",
+    "analyze_run",
+    "elo_of_run",
     "report_text",
     "run_info",
+    "start_elo",
     "write_report",
 ]

@@ -21,7 +21,8 @@ from pathlib import Path
 from tournaments.remote import PolicyHost
 from tournaments.spec import TournamentSpec
 from tournaments.store import ResultStore
-from tournaments.worker import MatchWorker, Unit, UnitResult, plan_units
+from tournaments.types import Unit, UnitResult
+from tournaments.worker import MatchWorker, plan_units
 
 # How many units each worker holds at once: one running, one queued, so a worker never
 # waits on the driver between units.
@@ -65,7 +66,7 @@ def run_tournament(
         ctx: dict = {"replaced": 0, "ray_start_s": 0.0}
 
         def store_result(result: UnitResult) -> None:
-            store.write(result, spec)
+            store.write(result)
             bar.update(1)
             if on_result is not None:
                 on_result(result, ctx)

@@ -1,5 +1,8 @@
 """Tournament specs (TOML) and the round robin they describe.
 
+The registry (and with it every policy) is imported only to check or host entries, so
+that reading a stored spec for a report stays cheap.
+
 A spec::
 
     [tournament]
@@ -14,30 +17,34 @@ A spec::
     [populations]                  # optional short names for buyer populations
     mixed = "noisy_human:0.5,strategic:0.5"
 
-    [markets.small]                # one table per market config (MarketConfig schema)
+    [configs.small]                # one table per market config (MarketConfig schema)
     buyers = 8
     ...
 
-The round robin is every seller x buyer entry x disclosure rule x market config.
-Market instances depend only on (market config, tournament seed, index): every
-pairing, and every disclosure rule, meet the same markets. Policy seeds derive
-from the tournament seed and the match's coordinates (``policy_seed``), so
-results do not depend on which worker plays a match or when.
+Words: a *market* is one market instance; a *config* is a market structure (a
+``MarketConfig``, one ``[configs.NAME]`` table). Spec files written before that
+rename name the tables ``[markets.NAME]``; they are read the same.
+
+The round robin is every seller x buyer entry x disclosure rule x config. Market
+instances depend only on (config, tournament seed, index): every pairing, and
+every disclosure rule, meet the same markets. Policy seeds derive from the
+tournament seed and the match's coordinates (``policy_seed``), so results do not
+depend on which worker plays a match or when.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-import numpy as np
-
-from agents import registry
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
+from arena.seeding import keyed_seed
+from tournaments.types import Match
 
-_TOP_KEYS = {"tournament", "populations", "markets"}
+_TOP_KEYS = {"tournament", "populations", "configs"}
+_OLD_CONFIGS_KEY = "markets"  # the [configs.NAME] tables' name before the rename
 _TOURNAMENT_KEYS = {
     "name",
     "seed",
@@ -56,18 +63,6 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class Match:
-    """One pairing of the round robin."""
-
-    match_id: str  # seller|buyer|disclosure|market, stable and human-readable
-    seller: str
-    buyer: str  # an entry name or a population name
-    disclosure: str
-    market: str  # the market config's name
-    config: MarketConfig  # with the match's disclosure rule
-
-
-@dataclass(frozen=True)
 class TournamentSpec:
     name: str
     seed: int
@@ -75,13 +70,15 @@ class TournamentSpec:
     sellers: tuple[str, ...]
     buyers: tuple[str, ...]
     disclosure: tuple[str, ...]
-    market_configs: tuple[tuple[str, MarketConfig], ...]
+    configs: tuple[tuple[str, MarketConfig], ...]
     populations: tuple[tuple[str, str], ...] = ()
     reference: str | None = None
     transcripts: int = 2  # markets per match whose full transcripts are kept
     hosted: tuple[str, ...] = ()  # entries served from their own actor (besides the registry's)
 
     def __post_init__(self) -> None:
+        """Checks of the spec's own structure; ``check_entries`` checks names against the
+        registry (a stored spec is rebuilt without it, for reports of any run)."""
         _check(isinstance(self.name, str) and self.name != "", "tournament.name must be a string")
         _check(_is_int(self.seed) and self.seed >= 0, "tournament.seed must be an integer >= 0")
         _check(_is_int(self.markets) and self.markets >= 1, "tournament.markets must be >= 1")
@@ -100,22 +97,12 @@ class TournamentSpec:
                 f"unknown disclosure rule {rule!r}; known: {', '.join(DISCLOSURE_RULES)}",
             )
         _check(len(set(self.disclosure)) == len(self.disclosure), "a disclosure rule is twice")
-        _check(len(self.market_configs) > 0, "no [markets.NAME] table")
-        pops = dict(self.populations)
-        for name in (*self.sellers, *self.buyers, *(n for n, _ in self.market_configs)):
+        _check(len(self.configs) > 0, "no [configs.NAME] table")
+        for name in (*self.sellers, *self.buyers, *(n for n, _ in self.configs)):
             _check(
                 isinstance(name, str) and name and "|" not in name and "#" not in name,
                 f"name {name!r}: names are non-empty and contain no '|' or '#'",
             )
-        for name in pops:
-            if name in {e.name for e in registry.entries()}:
-                raise SpecError(
-                    f"population {name!r} has the name of a registered entry; rename it"
-                )
-        for name in self.sellers:
-            _entry(lambda n=name: registry.get(n, "seller"))
-        for name in self.buyers:
-            _entry(lambda n=name: registry.make_buyers(pops.get(n, n)))
         both = set(self.sellers) & set(self.buyers)
         _check(not both, f"{', '.join(sorted(both))} is both a seller and a buyer entry")
         for name in self.hosted:
@@ -129,6 +116,21 @@ class TournamentSpec:
                 f"reference {self.reference!r} is not an entry of this tournament",
             )
 
+    def check_entries(self) -> None:
+        """Every seller, buyer entry and population names something the registry builds."""
+        from agents import registry
+
+        pops = dict(self.populations)
+        for name in pops:
+            if name in {e.name for e in registry.entries()}:
+                raise SpecError(
+                    f"population {name!r} has the name of a registered entry; rename it"
+                )
+        for name in self.sellers:
+            _entry(lambda n=name: registry.get(n, "seller"))
+        for name in self.buyers:
+            _entry(lambda n=name: registry.make_buyers(pops.get(n, n)))
+
     # ------------------------------------------------------------------ round robin
     def buyer_spec(self, buyer: str) -> str:
         """The registry spec of a buyer entry (a population name resolves to its mix)."""
@@ -137,6 +139,8 @@ class TournamentSpec:
     def hosted_entries(self) -> list[tuple[str, str]]:
         """(side, entry) of every entry that runs in its own actor: the spec's ``hosted`` list
         and the entries the registry marks as expensive."""
+        from agents import registry
+
         out = []
         for name in self.sellers:
             if name in self.hosted or registry.get(name, "seller").hosting == "actor":
@@ -150,27 +154,30 @@ class TournamentSpec:
                 out.append(("buyer", name))
         return out
 
-    def matches(self) -> list[Match]:
+    def matches(self) -> tuple[Match, ...]:
+        """Every match of the round robin, sorted by match id (computed once per spec)."""
+        return self._matches
+
+    @cached_property
+    def _matches(self) -> tuple[Match, ...]:
         out = []
-        for market, cfg in self.market_configs:
+        for config, cfg in self.configs:
             for rule in self.disclosure:
                 mcfg = dataclasses.replace(cfg, disclosure=rule)
                 for seller in self.sellers:
                     for buyer in self.buyers:
-                        mid = f"{seller}|{buyer}|{rule}|{market}"
-                        out.append(Match(mid, seller, buyer, rule, market, mcfg))
-        return sorted(out, key=lambda m: m.match_id)
+                        mid = f"{seller}|{buyer}|{rule}|{config}"
+                        out.append(Match(mid, seller, buyer, rule, config, mcfg))
+        return tuple(sorted(out, key=lambda m: m.match_id))
 
     def policy_seed(self, match: Match, side: str) -> int:
         """The root seed of one side's policies in a match, from (tournament seed, side,
-        market config); each policy then derives its own from its entry name
+        config); each policy then derives its own from its entry name
         (``agents.registry.policy_seed``). It leaves out the opponent and the disclosure rule
         on purpose: a policy draws the same noise whoever it meets and under every rule, so
         paired comparisons (seller vs seller on identical markets, mandatory vs hidden,
         NAME vs NAME+disclosed) measure policies and rules, not the dice."""
-        digest = hashlib.sha256(f"{side}|{match.market}".encode()).digest()
-        ss = np.random.SeedSequence([self.seed, int.from_bytes(digest[:8], "little")])
-        return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+        return keyed_seed(self.seed, f"{side}|{match.config}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,7 +193,11 @@ class TournamentSpec:
                 **({"reference": self.reference} if self.reference else {}),
             },
             "populations": dict(self.populations),
-            "markets": {name: cfg.to_dict() for name, cfg in self.market_configs},
+            # The rule is the match's, not the config's: left out, as in a spec file.
+            "configs": {
+                name: {k: v for k, v in cfg.to_dict().items() if k != "disclosure"}
+                for name, cfg in self.configs
+            },
         }
 
 
@@ -222,14 +233,23 @@ def _check(ok: bool, message: str) -> None:
 
 
 def _entry(build) -> None:
+    from agents import registry
+
     try:
         build()
     except (registry.UnknownEntry, ValueError) as err:
         raise SpecError(str(err)) from None
 
 
-def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
-    """Build and validate a spec from parsed TOML; ``overrides`` replace tournament keys."""
+def spec_from_dict(
+    data: dict[str, Any], *, check_entries: bool = True, **overrides: Any
+) -> TournamentSpec:
+    """Build and validate a spec from parsed TOML (or ``to_dict``); ``overrides`` replace
+    tournament keys. ``check_entries=False`` skips the registry check: a stored spec is
+    rebuilt as it was run, whatever the registry holds now."""
+    if _OLD_CONFIGS_KEY in data:
+        _check("configs" not in data, "[configs.NAME] and [markets.NAME] tables: use one name")
+        data = {("configs" if k == _OLD_CONFIGS_KEY else k): v for k, v in data.items()}
     unknown = sorted(set(data) - _TOP_KEYS)
     _check(not unknown, f"unknown table(s) {', '.join(unknown)}; known: {', '.join(_TOP_KEYS)}")
     t = data.get("tournament")
@@ -248,32 +268,50 @@ def spec_from_dict(data: dict[str, Any], **overrides: Any) -> TournamentSpec:
         isinstance(pops, dict) and all(isinstance(v, str) for v in pops.values()),
         '[populations] maps a name to a mix such as "a:0.5,b:0.5"',
     )
-    markets = data.get("markets")
-    _check(isinstance(markets, dict) and markets, "no [markets.NAME] table")
+    tables = data.get("configs")
+    _check(isinstance(tables, dict) and tables, "no [configs.NAME] table")
     configs = []
-    for name, table in markets.items():
-        _check(isinstance(table, dict), f"markets.{name} must be a table")
+    for name, table in tables.items():
+        _check(isinstance(table, dict), f"configs.{name} must be a table")
         _check(
             "disclosure" not in table,
-            f"markets.{name}: set disclosure rules in tournament.disclosure, not per market",
+            f"configs.{name}: set disclosure rules in tournament.disclosure, not per config",
         )
         try:
             configs.append((name, MarketConfig.from_dict(table)))
         except (TypeError, ValueError) as err:
-            raise SpecError(f"markets.{name}: {err}") from None
-    return TournamentSpec(
+            raise SpecError(f"configs.{name}: {err}") from None
+    spec = TournamentSpec(
         name=_name(t),
         seed=_int_key(t, "seed", 0, 0),
         markets=markets_per_match,
         sellers=tuple(t["sellers"]),
         buyers=tuple(t["buyers"]),
         disclosure=tuple(disclosure),
-        market_configs=tuple(configs),
+        configs=tuple(configs),
         populations=tuple(sorted(pops.items())),
         reference=t.get("reference"),
         transcripts=transcripts,
         hosted=tuple(_str_list(t, "hosted", [])),
     )
+    if check_entries:
+        spec.check_entries()
+    return spec
+
+
+def stored_spec(data: dict[str, Any]) -> TournamentSpec:
+    """A spec as a run folder stores it (``to_dict``, of this version or an earlier one),
+    rebuilt as it was run: entries are not checked against today's registry. Earlier
+    versions stored each config with its (unused) disclosure field; it is dropped."""
+    tables = data.get("configs", data.get(_OLD_CONFIGS_KEY))
+    if isinstance(tables, dict):
+        key = "configs" if "configs" in data else _OLD_CONFIGS_KEY
+        tables = {
+            name: {k: v for k, v in t.items() if k != "disclosure"} if isinstance(t, dict) else t
+            for name, t in tables.items()
+        }
+        data = {**data, key: tables}
+    return spec_from_dict(data, check_entries=False)
 
 
 def load_spec(path: str, **overrides: Any) -> TournamentSpec:

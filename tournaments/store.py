@@ -3,7 +3,7 @@
 Tables::
 
     meta         key -> value: the spec (JSON), seed, package versions, creation time
-    matches      match number -> match_id, seller, buyer, disclosure, config
+    matches      match number -> match_id, seller, buyer, disclosure, config (name)
     units        (match_id, start, stop): the slices of work already stored
     markets      one row per market per match: (match number, market index) and every
                  metric of arena.metrics (enough to recompute every statistic)
@@ -25,19 +25,18 @@ import json
 import platform
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 
-from tournaments.spec import TournamentSpec
-from tournaments.worker import STORED_METRICS, Unit, UnitResult
+from tournaments.records import MatchTable, Records
+from tournaments.spec import SpecError, TournamentSpec, stored_spec
+from tournaments.types import COLUMNS, STORED_METRICS, UnitResult
 
 DB_NAME = "results.sqlite"
-KEY_COLUMNS = ("match_id", "market", "seller", "buyer", "disclosure", "config")
-COLUMNS = KEY_COLUMNS + STORED_METRICS
 # Every market row with its match's coordinates, in (match_id, market) order.
 _SELECT_ROWS = (
     "SELECT m.match_id, k.market, m.seller, m.buyer, m.disclosure, m.config, "
@@ -114,9 +113,13 @@ class ResultStore:
             stored = dict(conn.execute("SELECT key, value FROM meta"))
         except sqlite3.Error as err:
             raise StoreError(f"{path}: cannot use this results database ({err})") from None
-        if stored.get("spec", spec_json) != spec_json:
+        # Compared as specs, not as text: a folder stored before a rename of the spec's
+        # tables holds the same spec in other words.
+        old = _stored_spec(stored.get("spec"))
+        if "spec" in stored and (old is None or old.to_dict() != spec.to_dict()):
             conn.close()
-            diff = _spec_diff(json.loads(stored["spec"]), spec.to_dict())
+            before = old.to_dict() if old is not None else json.loads(stored["spec"])
+            diff = _spec_diff(before, spec.to_dict())
             raise StoreError(
                 f"{folder} holds results of a different spec ({diff}); "
                 "rerun with the same spec, seed and --markets, or choose another --out"
@@ -135,7 +138,7 @@ class ResultStore:
                     "INSERT INTO matches (match, match_id, seller, buyer, disclosure, config) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [
-                        (k, m.match_id, m.seller, m.buyer, m.disclosure, m.market)
+                        (k, m.match_id, m.seller, m.buyer, m.disclosure, m.config)
                         for k, m in enumerate(spec.matches())
                     ],
                 )
@@ -174,7 +177,7 @@ class ResultStore:
     def done_units(self) -> set[tuple[str, int]]:
         return set(self.conn.execute("SELECT match_id, start FROM units"))
 
-    def write(self, result: UnitResult, spec: TournamentSpec) -> bool:
+    def write(self, result: UnitResult) -> bool:
         """Store one unit in one transaction; False if it was stored already."""
         u = result.unit
         if self._numbers is None:
@@ -202,19 +205,46 @@ class ResultStore:
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
-    def records(self) -> dict[str, np.ndarray]:
-        """Every market row, sorted by (match_id, market): columns as arrays."""
-        rows = self.conn.execute(_SELECT_ROWS).fetchall()
-        out: dict[str, np.ndarray] = {}
-        for k, name in enumerate(COLUMNS):
-            col = [r[k] for r in rows]
-            if name in KEY_COLUMNS and name != "market":
-                out[name] = np.array(col, dtype=object)
-            elif name == "market":
-                out[name] = np.array(col, dtype=np.int64)
-            else:
-                out[name] = np.array([np.nan if x is None else x for x in col], dtype=float)
-        return out
+    def spec(self) -> TournamentSpec:
+        """The spec this folder was run with, rebuilt from what is stored (as it was run:
+        entries are not checked against today's registry)."""
+        spec = _stored_spec(self.meta().get("spec"))
+        if spec is None:
+            raise StoreError(f"{self.path}: the stored spec cannot be read")
+        return spec
+
+    def records(self, metrics: Sequence[str] = STORED_METRICS) -> Records:
+        """Every market row, sorted by (match_id, market), as columns: the stored ``metrics``
+        (all by default; an analysis reads only those it uses, and most of the time of
+        reading is spent per value)."""
+        unknown = sorted(set(metrics) - set(STORED_METRICS))
+        if unknown:
+            raise ValueError(f"no stored column {', '.join(unknown)}")
+        matches = self.conn.execute(
+            "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
+            "ORDER BY match_id"
+        ).fetchall()
+        # Match numbers follow match-id order when a run is created; the map below keeps
+        # that an assumption of nothing.
+        number = np.full(1 + max((m[0] for m in matches), default=0), -1, np.int64)
+        number[[m[0] for m in matches]] = np.arange(len(matches))
+        table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
+        cursor = self.conn.execute(
+            "SELECT " + ", ".join(["match", "market", *metrics]) + " FROM markets"
+        )
+        # In slices: the Python rows of a whole run would take several times the memory of
+        # the array, and allocating them is much of the time of reading. SQLite's NULL (a
+        # stored NaN) becomes NaN.
+        parts = [np.zeros((0, 2 + len(metrics)))]
+        while rows := cursor.fetchmany(1 << 15):
+            parts.append(np.array(rows, dtype=float))
+        data = np.concatenate(parts)
+        match = number[data[:, 0].astype(np.int64)]
+        market = data[:, 1].astype(np.int64)
+        order = np.lexsort((market, match))
+        columns = {name: np.ascontiguousarray(data[order, 2 + k])
+                   for k, name in enumerate(metrics)}  # fmt: skip
+        return Records(table, match[order], market[order], columns)
 
     def transcript(self, match_id: str, market: int) -> list[dict] | None:
         row = self.conn.execute(
@@ -250,6 +280,15 @@ class ResultStore:
         with open(path, "w") as fh:
             json.dump({"meta": self.meta(), "markets": data}, fh)
         return len(data)
+
+
+def _stored_spec(text: str | None) -> TournamentSpec | None:
+    if text is None:
+        return None
+    try:
+        return stored_spec(json.loads(text))
+    except (SpecError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
@@ -290,4 +329,4 @@ def _spec_diff(old: dict, new: dict) -> str:
     return "differs in " + ", ".join(keys) if keys else "differs"
 
 
-__all__ = ["ResultStore", "StoreError", "Unit", "package_versions"]
+__all__ = ["ResultStore", "StoreError", "package_versions"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,35 +18,13 @@ from agents import registry
 from agents.evaluate import evaluate_batch
 from agents.rollout import play_reference
 from arena.generator import MarketBatch, generate, generate_batch
-from arena.metrics import METRICS, welfare_bounds
+from arena.metrics import welfare_bounds
 from tournaments.remote import RemoteBuyer, RemoteSeller
-from tournaments.spec import Match, TournamentSpec
+from tournaments.spec import TournamentSpec
+from tournaments.types import STORED_METRICS, Match, Unit, UnitResult
 
 # Market slices (instances and their W*_T) a worker keeps for the next pairings.
 MARKET_CACHE_UNITS = 16
-
-# Columns stored per market: every metric of arena.metrics (definitions there).
-STORED_METRICS = METRICS
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Markets [start, stop) of one match."""
-
-    match_id: str
-    start: int
-    stop: int
-
-
-@dataclass
-class UnitResult:
-    unit: Unit
-    table: np.ndarray  # (len(STORED_METRICS), stop - start): one contiguous block to ship
-    transcripts: dict[int, str]  # market index -> JSON list of turn records
-
-    @property
-    def metrics(self) -> dict[str, np.ndarray]:
-        return dict(zip(STORED_METRICS, self.table, strict=True))
 
 
 def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> list[Unit]:
@@ -98,7 +75,9 @@ class MatchWorker:
             # keeps the raw text of every message.
             seller, buyer = self._policies(match, seeds, f"{session}#t{k}")
             try:
-                market = play_reference(generate(match.config, self.spec.seed, k), seller, buyer)
+                market = play_reference(
+                    generate(match.market_config, self.spec.seed, k), seller, buyer
+                )
             finally:
                 _close(seller, buyer)
             transcripts[k] = json.dumps([r.to_dict() for r in market.transcript])
@@ -122,13 +101,15 @@ class MatchWorker:
         """The unit's markets and their W*_T. Every pairing and every disclosure rule meet
         the same instances (the rule lives in the config, not in the draw), so both are
         drawn and solved once per worker and reused with the match's config."""
-        key = (match.market, unit.start, unit.stop)
+        key = (match.config, unit.start, unit.stop)
         if key not in self._markets_cache:
             # Units come in match order, so a handful of recent slices covers the reuse and
             # memory stays bounded however many markets a match has.
             while len(self._markets_cache) >= MARKET_CACHE_UNITS:
                 self._markets_cache.pop(next(iter(self._markets_cache)))
-            batch = generate_batch(match.config, self.spec.seed, range(unit.start, unit.stop))
+            batch = generate_batch(
+                match.market_config, self.spec.seed, range(unit.start, unit.stop)
+            )
             self._markets_cache[key] = (batch, welfare_bounds(batch))
         batch, w_star = self._markets_cache[key]
-        return dataclasses.replace(batch, config=match.config), w_star
+        return dataclasses.replace(batch, config=match.market_config), w_star

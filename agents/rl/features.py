@@ -2,7 +2,8 @@
 market size and price scale.
 
 Seller: features per (buyer, product) pair, per buyer, per product and per market
-(``SellerFeatures``).
+(``SellerFeatures``), including an expert's per-pair estimates (the greedy matcher's
+expected margin and price, and which pair it would pick).
 Prices enter as fractions of the range width ``w = hi - lo`` measured from ``lo`` (or
 as differences of such fractions), counts as fractions of the turn budget T or of N,
 so a market ten times wider or with twice the buyers looks alike. Private values never
@@ -91,7 +92,7 @@ class SellerFeatures:
     product: np.ndarray
     market: np.ndarray
 
-    PAIR = 12
+    PAIR = 16
     BUYER = 10
     PRODUCT = 3
     MARKET = 8
@@ -112,8 +113,11 @@ def _stack(cols: list) -> np.ndarray:
     return np.stack([np.asarray(x, np.float32) for x in cols], axis=-1)
 
 
-def seller_features(obs: SellerObs, mem: SellerMemory) -> SellerFeatures:
-    """Every feature of every pair, buyer, product and market (all finite)."""
+def seller_features(
+    obs: SellerObs, mem: SellerMemory, expert: tuple[np.ndarray, np.ndarray]
+) -> SellerFeatures:
+    """Every feature of every pair, buyer, product and market (all finite). ``expert``:
+    an expert's (B, N, M) expected margins (-inf where not open) and prices."""
     b, n, m = obs.signals.shape
     lo, hi = obs.price_range
     w = hi - lo
@@ -139,6 +143,10 @@ def seller_features(obs: SellerObs, mem: SellerMemory) -> SellerFeatures:
     rank_in_buyer = _rank(margin, axis=2) / max(m - 1, 1)
     best_other = _best_other(np.where(in_stock, s, -np.inf), axis=2)
     gap_other = np.where(np.isfinite(best_other), s - best_other, 0.0)
+    e_value, e_price = expert
+    e_open = np.isfinite(e_value)
+    e_margin = np.where(e_open, e_value / w, 0.0)
+    e_best = e_margin.max(axis=(1, 2), keepdims=True)
     pair = _stack(
         [
             s,
@@ -153,6 +161,10 @@ def seller_features(obs: SellerObs, mem: SellerMemory) -> SellerFeatures:
             np.where(open_, rank_in_product, 1.0),
             np.where(open_, rank_in_buyer, 1.0),
             gap_other,
+            e_margin,
+            np.where(e_open, (e_price - lo) / w - anchor, 0.0),
+            e_open & (e_margin >= e_best),
+            e_best - e_margin,
         ]
     )
 

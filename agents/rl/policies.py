@@ -12,12 +12,17 @@ accept or counter and, for a counter, a product and a bid level. Both:
 * return, through ``decide``, everything a trainer needs (features, the choices, their
   log-probabilities and the value estimate) besides the action.
 
+The seller learns on top of an expert: the scripted greedy matcher's per-pair estimates
+(its expected margin, its price, its own choice) are features, and its price for the
+chosen pair is one of the levels, so the network can play exactly the expert's move and
+PPO learns where to depart from it (the warm start imitates it).
+
 Seller prices. For pair (i, j) with signal s_ij, cost c_j and refusal cap u_ij (the
 lowest price buyer i refused for j), the anchor is ``a_ij = min(s_ij, u_ij)`` and level
-k offers ``max(a_ij + offsets[k] * w, c_j)`` in cents; the last level offers buyer i's
+k offers ``max(a_ij + offsets[k] * w, c_j)`` in cents; the next level offers buyer i's
 standing bid on j (rounded down to a cent, so it trades at once), allowed only when such
-a bid exists at or above cost. Offsets are fractions of the range width w, so the levels
-mean the same on every price scale.
+a bid exists at or above cost; the last offers the expert's price for the pair. Offsets
+are fractions of the range width w, so the levels mean the same on every price scale.
 
 Buyer bids. For product j with value v_j and cost c_j, bid level k bids
 ``c' + shares[k] * (v_j - c')`` with ``c' = clip(c_j, lo, v_j)``: from the seller's cost
@@ -43,10 +48,10 @@ from agents.rl.features import (
     seller_features,
 )
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
-from agents.scripted.buyers import _bid_cents
-from agents.scripted.sellers import _at_most, cents
+from agents.scripted.sellers import GreedyMatcher, _at_most
 from arena.noise import uniform
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
+from arena.prices import cents
 
 PRICE_OFFSETS: tuple[float, ...] = (
     -0.3,
@@ -130,20 +135,29 @@ class RLSeller(SellerPolicy):
     ) -> None:
         self.offsets = tuple(float(x) for x in offsets)
         if net is None:
-            net = SellerNet(SellerNetConfig(SELLER_FEATURES, len(self.offsets) + 1, hidden))
-        if net.cfg.levels != len(self.offsets) + 1 or net.cfg.features != SELLER_FEATURES:
+            net = SellerNet(SellerNetConfig(SELLER_FEATURES, self.levels, hidden))
+        if net.cfg.levels != self.levels or net.cfg.features != SELLER_FEATURES:
             raise ValueError("the network's levels or features do not fit this policy")
         self.net = net
         self.seed = int(seed)
         self.greedy = greedy
         self._mem: SellerMemory | None = None
+        self._expert = GreedyMatcher()
+        self._table: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def levels(self) -> int:
+        """Price levels: the offsets, then the standing bid, then the expert's price."""
+        return len(self.offsets) + 2
 
     def reset(self, batch_size: int) -> None:
         self._mem = None
+        self._expert.reset(batch_size)
 
     def restart(self, rows: np.ndarray) -> None:
         if self._mem is not None:
             self._mem.restart(rows)
+        self._expert.restart(rows)
 
     def act(self, obs: SellerObs) -> SellerAction:
         return self.decide(obs).action
@@ -154,7 +168,8 @@ class RLSeller(SellerPolicy):
         if self._mem is None or self._mem.caps.shape != (b, n, m):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
-        x = seller_features(obs, self._mem)
+        self._table = self._expert.pair_table(obs)
+        x = seller_features(obs, self._mem, self._table)
         open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
         live = open_.any(axis=(1, 2))
         # Ended markets have no open pair; any pair will do for their ignored message.
@@ -192,8 +207,8 @@ class RLSeller(SellerPolicy):
         return on & (bid >= obs.costs[ar, product]), bid
 
     def _level_ok(self, obs: SellerObs, to: np.ndarray, product: np.ndarray) -> np.ndarray:
-        ok = np.ones((obs.batch_size, len(self.offsets) + 1), bool)
-        ok[:, -1] = self._bid(obs, to, product)[0]
+        ok = np.ones((obs.batch_size, self.levels), bool)
+        ok[:, len(self.offsets)] = self._bid(obs, to, product)[0]
         return ok
 
     def _price(self, obs, to, product, level) -> np.ndarray:
@@ -202,13 +217,15 @@ class RLSeller(SellerPolicy):
         s = obs.signals[ar, to, product]
         cap = self._mem.caps[ar, to, product]
         cost = obs.costs[ar, product]
-        offsets = np.asarray(self.offsets + (0.0,))
+        offsets = np.asarray(self.offsets + (0.0, 0.0))
         p = np.maximum(np.minimum(s, cap) + offsets[level] * (hi - lo), cost)
-        p = np.clip(cents(p, lo, hi), lo, hi)
+        p = cents(p, lo, hi)
         usable, bid = self._bid(obs, to, product)
         take = (level == len(self.offsets)) & usable
         if take.any():
             p[take] = _at_most(bid[take], obs)
+        expert = level == len(self.offsets) + 1
+        p = np.where(expert, cents(self._table[1][ar, to, product], lo, hi), p)
         return np.where(np.isfinite(p), p, lo)
 
     def evaluate(self, x, open_, pair, level, level_ok) -> tuple[torch.Tensor, ...]:
@@ -300,7 +317,7 @@ class RLBuyer(BuyerPolicy):
         ar = np.arange(b)
         v = obs.values[ar, product]
         c = np.clip(obs.costs[ar, product], lo, v)
-        bid = _bid_cents(c + np.asarray(self.shares)[level] * (v - c), lo, hi)
+        bid = cents(c + np.asarray(self.shares)[level] * (v - c), lo, hi, down=True)
         action = BuyerAction(
             decision=np.where(decision_ok[ar, decision], decision, REJECT).astype(np.int64),
             product=np.where(counter, product, 0).astype(np.int64),

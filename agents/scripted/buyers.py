@@ -27,6 +27,7 @@ import numpy as np
 from agents.base import AGENT, HUMAN, BuyerAction, BuyerPolicy, offered_value
 from arena.noise import uniform
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs
+from arena.prices import cents
 
 # Keys of the noise streams a stochastic buyer draws from (the last key of
 # ``arena.noise.uniform``), so that each decision has its own independent number.
@@ -315,17 +316,6 @@ def _offered_or_best(obs: BuyerObs, score: np.ndarray) -> tuple[np.ndarray, np.n
     return product, _take(in_stock, product)
 
 
-def _bid_cents(price: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Bids rounded down to whole cents and kept inside [lo, hi]; non-finite -> lo."""
-    price = np.where(np.isfinite(price), price, lo)
-    # The small nudge keeps a price already in whole cents (x.29 stored as x.28999...)
-    # from dropping a cent.
-    c = np.floor(price * 100.0 + 1e-6) / 100.0
-    c = np.clip(c, np.ceil(lo * 100.0) / 100.0, np.floor(hi * 100.0) / 100.0)
-    # A range narrower than a cent has no whole-cent price; the outer clip keeps it valid.
-    return np.clip(c, lo, hi)
-
-
 def _answer(
     obs: BuyerObs,
     accept: np.ndarray,
@@ -341,5 +331,5 @@ def _answer(
     counter = np.asarray(counter, bool) & ~accept
     decision = np.select([accept, counter], [ACCEPT, COUNTER], REJECT).astype(np.int64)
     product = np.where(counter, product, 0).astype(np.int64)
-    price = np.where(counter, _bid_cents(bid, lo, hi), lo)
+    price = np.where(counter, cents(bid, lo, hi, down=True), lo)
     return BuyerAction(decision, product, price)

@@ -33,6 +33,7 @@ from arena.generator import MarketBatch
 from arena.noise import uniform
 from arena.observation import COUNTER, REJECT, LastDecision, SellerObs
 from arena.oracle import optimal_assignment
+from arena.prices import cents
 
 __all__ = [
     "DescendingOffers",
@@ -42,17 +43,11 @@ __all__ = [
     "PostedPrice",
     "PricingBandit",
     "RandomTarget",
-    "cents",
     "next_buyer",
 ]
 
 _INVALID = int(LastDecision.INVALID)
 _CENT = 0.01
-
-
-def cents(price: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Prices rounded to cents, kept inside [lo, hi] (readable transcripts, same economics)."""
-    return np.clip(np.round(price, 2), np.ceil(lo * 100) / 100, np.floor(hi * 100) / 100)
 
 
 def next_buyer(obs: SellerObs) -> np.ndarray:
@@ -68,14 +63,10 @@ def next_buyer(obs: SellerObs) -> np.ndarray:
 
 
 def _price(price: np.ndarray, obs: SellerObs) -> np.ndarray:
-    """Whole cents inside [lo, hi], finite on every row.
-
-    The final clip matters only for ranges narrower than a cent, where ``cents`` alone
-    could step outside the range; nan (rows of ended markets) becomes ``lo``.
-    """
+    """Whole cents inside [lo, hi], finite on every row (nan, from rows of ended markets,
+    becomes ``lo``)."""
     lo, hi = obs.price_range
-    p = np.clip(cents(price, lo, hi), lo, hi)
-    return np.where(np.isfinite(p), p, lo)
+    return cents(price, lo, hi)
 
 
 def _at_most(bid: np.ndarray, obs: SellerObs) -> np.ndarray:
@@ -270,7 +261,10 @@ class GreedyMatcher(SellerPolicy):
         g = np.argmax(em, axis=-1)[..., None]
         return np.take_along_axis(em, g, axis=-1)[..., 0], np.take_along_axis(p, g, axis=-1)[..., 0]
 
-    def act(self, obs: SellerObs) -> SellerAction:
+    def pair_table(self, obs: SellerObs) -> tuple[np.ndarray, np.ndarray]:
+        """Steps 1-3 for every pair, after taking in the observation's answer: (B, N, M)
+        expected margins (-inf where the pair is not open) and the prices that get them.
+        Call once per turn (it updates the refusal bounds)."""
         if self._caps is None or self._caps.shape != obs.signals.shape:
             self._caps = _fresh_caps(obs)
             self._table = None
@@ -298,8 +292,11 @@ class GreedyMatcher(SellerPolicy):
         take_bid = on_bid & (bid_margin[..., None] >= value)
         value = np.where(take_bid, bid_margin[..., None], value)
         price = np.where(take_bid, bid_price[..., None], price)
+        return np.where(_open_pairs(obs), value, -np.inf), price
 
-        to, product = _argmax_pair(np.where(_open_pairs(obs), value, -np.inf))
+    def act(self, obs: SellerObs) -> SellerAction:
+        value, price = self.pair_table(obs)
+        to, product = _argmax_pair(value)
         ar = np.arange(obs.batch_size)
         return SellerAction(to=to, product=product, price=_price(price[ar, to, product], obs))
 

@@ -1,0 +1,66 @@
+"""The ``arena`` command line: one module per command group.
+
+- ``market``: ``play``, ``eval``, ``agents`` (one market or many, the registry);
+- ``tournament``: ``tournament``, ``report``, ``show``, ``export`` (runs and their folders);
+- ``bench``: ``bench NAME`` (the benchmark scripts);
+- ``train``, ``league``: the places for training and league commands.
+
+Every command turns bad input (unknown names, malformed files, impossible parameters)
+into one ``arena: error: ...`` line and exit code 2; nothing here prints a traceback for
+a user's mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+
+from tournaments.cli import bench, league, market, tournament, train
+from tournaments.cli.common import CliError
+
+GROUPS = (market, tournament, train, league, bench)
+"""Command groups, in the order ``arena --help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="arena", description="Two-sided agent market arena.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.add_commands(sub)
+    return ap
+
+
+def _user_error(err: BaseException) -> bool:
+    """Errors that are the user's input (or a run that cannot go on), not a bug."""
+    if isinstance(err, CliError | ValueError | OSError | sqlite3.Error | RuntimeError):
+        return True
+    # The registry is imported only by commands that build policies.
+    registry = sys.modules.get("agents.registry")
+    return registry is not None and isinstance(err, registry.UnknownEntry)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and not getattr(args, "takes_rest", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # output piped into head and the like
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
+        return 0
+    except KeyboardInterrupt:
+        print("arena: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if not _user_error(err):
+            raise
+        # A run that cannot go on (TournamentError) is a RuntimeError; results are kept.
+        print(f"arena: error: {err}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["CliError", "GROUPS", "build_parser", "main"]

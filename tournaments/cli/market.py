@@ -1,0 +1,188 @@
+"""Market commands: ``play`` one market, ``eval`` many, list the registered ``agents``.
+
+Policies and the engine are imported by the commands that use them, so that other
+commands (a report) start without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from tabulate import tabulate
+
+from arena.config import DISCLOSURE_RULES, MarketConfig, load_market_file
+from tournaments.cli.common import json_safe, nonneg_int, number, pos_int, print_transcript
+
+EVAL_METRICS = (
+    "profit",
+    "buyer_surplus",
+    "buyer_surplus_human",
+    "buyer_surplus_agent",
+    "welfare",
+    "efficiency",
+    "capture",
+    "match_quality",
+    "deal_rate",
+    "violation_rate",
+    "mean_price",
+    "turns_used",
+)
+
+
+def _market_config(path: str | None, disclosure: str | None) -> MarketConfig:
+    cfg = MarketConfig() if path is None else load_market_file(path)
+    if disclosure is not None:
+        cfg = dataclasses.replace(cfg, disclosure=disclosure)
+    return cfg
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from agents import registry
+    from agents.rollout import play_reference
+    from arena.generator import generate
+    from arena.metrics import market_metrics, seller_benchmarks
+
+    cfg = _market_config(args.market, args.disclosure)
+    seller = registry.make(args.seller, "seller", seed=args.seed)
+    buyer = registry.make_buyers(args.buyers, seed=args.seed)
+    instance = generate(cfg, args.seed, args.index)
+    market = play_reference(instance, seller, buyer)
+    lo, hi = cfg.price_range
+    print(
+        f"market {args.index} (seed {args.seed}): {cfg.buyers} buyers, {cfg.products} products,"
+        f" T={cfg.turns}, prices [{lo:g}, {hi:g}], disclosure {cfg.disclosure}"
+    )
+    print(f"seller {args.seller} vs buyers {args.buyers}")
+    kinds = [
+        ("agent" if a else "human") + (" (disclosed)" if d else "")
+        for a, d in zip(market.instance.is_agent, market.disclosed, strict=True)
+    ]
+    print("buyers: " + ", ".join(f"{i} {k}" for i, k in enumerate(kinds)) + "\n")
+    print_transcript(r.to_dict() for r in market.transcript)
+    met = market_metrics(market)
+    bench = seller_benchmarks(instance)
+    f = number
+    print()
+    rows = [
+        ["seller profit", f(met["profit"]), "W*_T (full-information bound)",
+         f(bench["w_star"]), ""],
+        ["seller revenue", f(met["revenue"]), "highest Walrasian", f(bench["walrasian_high"]),
+         f(bench["walrasian_high_revenue"])],
+        ["buyer surplus", f(met["buyer_surplus"]), "lowest Walrasian", f(bench["walrasian_low"]),
+         f(bench["walrasian_low_revenue"])],
+        ["welfare", f(met["welfare"]), "VCG", f(bench["vcg"]), f(bench["vcg_revenue"])],
+        ["efficiency", f(met["efficiency"], 3), "", "", ""],
+        ["capture", f(met["capture"], 3), "", "", ""],
+        ["trades / turns", f"{met['trades']:.0f} / {met['turns_used']:.0f}", "", "", ""],
+        ["violations (seller, buyer)",
+         f"{met['seller_violations']:.0f}, {met['buyer_violations']:.0f}", "", "", ""],
+    ]  # fmt: skip
+    print(
+        tabulate(
+            rows, headers=["outcome", "", "oracle", "profit", "revenue"], disable_numparse=True
+        )
+    )
+    return 0
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    from agents import registry
+
+    rows = [
+        {
+            "name": e.name,
+            "side": e.side,
+            "kind": e.kind,
+            "disclosed": e.disclosed,
+            "reference": e.reference,
+            "params": e.all_params,
+            "description": e.description,
+        }
+        for e in registry.entries(args.side)
+    ]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    table = [
+        [
+            r["name"],
+            r["side"],
+            r["kind"] + (" (reference)" if r["reference"] else ""),
+            ", ".join(f"{k}={v}" for k, v in r["params"].items()),
+            r["description"],
+        ]
+        for r in rows
+    ]
+    print(
+        tabulate(
+            table,
+            headers=["name", "side", "kind", "params", "description"],
+            maxcolwidths=[None, None, None, 30, 60],
+        )
+    )
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from agents import registry
+    from agents.evaluate import play_markets, summarize
+
+    cfg = _market_config(args.market, args.disclosure)
+    seller = registry.make(args.seller, "seller", seed=args.seed)
+    buyer = registry.make_buyers(args.buyers, seed=args.seed)
+    metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer)
+    summary = summarize(metrics, EVAL_METRICS)
+    rows = [
+        [
+            name,
+            number(summary[name], 3),
+            f"[{number(summary[name + '_ci'][0], 3)}, {number(summary[name + '_ci'][1], 3)}]",
+        ]
+        for name in EVAL_METRICS
+    ]
+    print(
+        f"{args.seller} vs {args.buyers}: {args.markets} markets, seed {args.seed}, "
+        f"disclosure {cfg.disclosure}"
+    )
+    print(tabulate(rows, headers=["metric", "mean", "95% CI"], disable_numparse=True))
+    if args.json:
+        out = {
+            "seller": args.seller,
+            "buyers": args.buyers,
+            "markets": args.markets,
+            "seed": args.seed,
+            "market": cfg.to_dict(),
+            **summary,
+        }
+        print(json.dumps(json_safe(out)))
+    return 0
+
+
+def _matchup_args(p: argparse.ArgumentParser) -> None:
+    """The flags that name one seller, one buyer side and one market config."""
+    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
+    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
+    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
+    p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("play", help="play one market and print its transcript and outcome")
+    _matchup_args(p)
+    p.add_argument("--seed", type=nonneg_int, default=0, help="root seed")
+    p.add_argument("--index", type=nonneg_int, default=0, help="market index under the seed")
+    p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("agents", help="list the registered sellers and buyers")
+    p.add_argument("--side", choices=("seller", "buyer"), help="only one side")
+    p.add_argument("--json", action="store_true", help="print a JSON list")
+    p.set_defaults(func=cmd_agents)
+
+    p = sub.add_parser("eval", help="mean metrics with 95%% CIs over many markets")
+    _matchup_args(p)
+    p.add_argument("--markets", type=pos_int, default=1000, help="number of markets")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="root seed")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object")
+    p.set_defaults(func=cmd_eval)

@@ -199,6 +199,44 @@ def checkpoint_entry(path: str | os.PathLike) -> Entry:
     return twins[DISCLOSED_SUFFIX if disclosed else ""]
 
 
+def register_checkpoint(data) -> Entry:
+    """Register a checkpoint (its bytes, ``agents.rl.checkpoint.CheckpointData``) under the
+    name in its config.json, in this process: how a tournament worker on any node plays a
+    checkpoint that the driver read. Registering the same bytes again is a no-op; another
+    entry of that name is an error."""
+    from agents.rl.checkpoint import build
+
+    meta = data.meta()
+    name = meta["policy"]["name"]
+    digest = meta["provenance"]["weights_sha256"]
+    old = _ENTRIES.get(name)
+    if old is not None:
+        if old.source.endswith("#" + digest) or _source_digest(old) == digest:
+            return old
+        raise ValueError(
+            f"checkpoint {data.source} is named {name!r}, which another entry already uses; "
+            "rename it (the name in its config.json)"
+        )
+    policy = meta["policy"]
+
+    def factory(seed: int = 0, greedy: bool = True, _data=data):
+        return build(_data, seed=seed, greedy=greedy, shared=True)
+
+    entry = Entry(name, policy["side"], policy["kind"], factory, {},
+                  f"Checkpoint {data.source}.", source=f"{data.source}#{digest}")  # fmt: skip
+    register(entry)
+    return entry
+
+
+def _source_digest(entry: Entry) -> str | None:
+    """The weights hash of an entry built from a checkpoint directory, if any."""
+    if not entry.source or "#" in entry.source:
+        return None
+    from agents.rl.checkpoint import read_checkpoint
+
+    return read_checkpoint(entry.source).meta()["provenance"]["weights_sha256"]
+
+
 def _disclosed_twin(entry: Entry) -> Entry:
     return dataclasses.replace(
         entry,

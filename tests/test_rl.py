@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import shutil
@@ -198,11 +199,50 @@ def test_tiny_training_changes_every_parameter_and_logs(tmp_path, side):
     assert isinstance(policy, RLSeller if side == "seller" else RLBuyer)
 
 
-def test_resume_ends_bit_identical_to_an_uninterrupted_run(tmp_path):
-    cfg = _tiny(tmp_path)
-    train(cfg, tmp_path / "whole", progress=False)
-    train(cfg, tmp_path / "split", progress=False, until=2)
-    train(cfg, tmp_path / "split", progress=False, resume=True)
+TINY_TOML = """
+[train]
+side = "seller"
+name = "tiny"
+iterations = 4
+batch_size = 32
+hidden = 16
+epochs = 2
+minibatches = 2
+eval_every = 0
+eval_markets = 4
+checkpoint_every = 2
+[[opponents]]
+name = "truthful"
+[[opponents]]
+name = "human=noisy_human,agent=strategic"
+[family]
+disclosure = ["hidden", "mandatory"]
+agent_share = [0.0, 1.0]
+[markets.small]
+buyers = 4
+products = 2
+turns = 6
+"""
+
+
+def test_the_train_command_resumes_bit_identical_to_an_uninterrupted_run(tmp_path, capsys):
+    from tournaments.cli import main
+
+    config = _write(tmp_path / "tiny.toml", TINY_TOML)
+    assert main(["train", "seller", "--config", str(config), "--out", str(tmp_path / "whole"),
+                 "--quiet"]) == 0  # fmt: skip
+    assert "checkpoint:" in capsys.readouterr().out
+    split = [
+        "train",
+        "seller",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "split"),
+        "--quiet",
+    ]
+    assert main([*split, "--stop-after", "2"]) == 0
+    assert main([*split, "--resume"]) == 0
     a = load_file(str(tmp_path / "whole" / "model.safetensors"))
     b = load_file(str(tmp_path / "split" / "model.safetensors"))
     for k in a:
@@ -210,6 +250,17 @@ def test_resume_ends_bit_identical_to_an_uninterrupted_run(tmp_path):
     sa = load_file(str(tmp_path / "whole" / "train_state.safetensors"))
     sb = load_file(str(tmp_path / "split" / "train_state.safetensors"))
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    def curve(run):  # every logged figure but the wall time
+        with open(tmp_path / run / "curve.csv", newline="") as fh:
+            return [{k: v for k, v in r.items() if k != "wall_s"} for r in csv.DictReader(fh)]
+
+    assert curve("split") == curve("whole") and len(curve("whole")) == 5
+    # Bad input is one line and exit 2, whatever the mistake.
+    assert main(["train", "buyer", "--config", str(config), "--out", str(tmp_path / "x")]) == 2
+    assert main([*split, "--resume", "--iterations", "9"]) == 2
+    assert main([*split]) == 2  # a run is already there
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("arena: error: ") for line in err)
 
 
 def test_resume_refuses_a_different_config(tmp_path):

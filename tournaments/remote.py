@@ -25,9 +25,11 @@ from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 class PolicyHost:
     """Hosts policies of one entry, one per session. Used as a Ray actor."""
 
-    def __init__(self, side: str, spec: str) -> None:
+    def __init__(self, side: str, spec: str, checkpoints: tuple = ()) -> None:
         self.side = side
         self.spec = spec
+        for data in checkpoints:  # checkpoint entries, as bytes from the driver
+            registry.register_checkpoint(data)
         self.sessions: dict[str, SellerPolicy | BuyerPolicy] = {}
         template = self._build(0)
         self.info = {

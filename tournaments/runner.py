@@ -226,7 +226,9 @@ def _new_host(spec: TournamentSpec, side: str, name: str):
     # the workers; an entry that needs a GPU says so in the registry and gets one.
     gpus = entry.num_gpus if entry is not None else 0.0
     host_cls = ray.remote(num_cpus=0, num_gpus=gpus)(PolicyHost)
-    return host_cls.remote(side, spec.buyer_spec(name) if side == "buyer" else name)
+    return host_cls.remote(
+        side, spec.buyer_spec(name) if side == "buyer" else name, spec.checkpoint_data
+    )
 
 
 def _alive(host) -> bool:

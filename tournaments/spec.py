@@ -13,6 +13,7 @@ A spec::
     buyers = ["truthful", "strategic", "strategic+disclosed", "mixed"]
     disclosure = ["hidden", "mandatory"]
     reference = "posted_price"     # the entry pinned on the rating scale
+    checkpoints = ["ck/buyer"]      # optional: checkpoints named in populations only
 
     [populations]                  # optional short names for buyer populations
     mixed = "noisy_human:0.5,strategic:0.5"
@@ -20,6 +21,14 @@ A spec::
     [configs.small]                # one table per market config (MarketConfig schema)
     buyers = 8
     ...
+
+Checkpoints: a checkpoint directory (``model.safetensors`` + ``config.json``) stands
+wherever a registry name does in ``sellers`` and ``buyers`` (a path containing ``/``,
+relative to the spec's folder; ``PATH+disclosed`` for the disclosing variant of an agent
+buyer). It plays under the name in its config.json, so moving it changes nothing; a
+population names it by that name once it is listed in ``checkpoints``. The spec carries
+the checkpoints' bytes to every worker, and a run folder stores their names and weights
+hashes, so a changed checkpoint is a different spec.
 
 Words: a *market* is one market instance; a *config* is a market structure (a
 ``MarketConfig``, one ``[configs.NAME]`` table). Spec files written before that
@@ -55,6 +64,7 @@ _TOURNAMENT_KEYS = {
     "reference",
     "transcripts",
     "hosted",
+    "checkpoints",
 }
 
 
@@ -75,6 +85,10 @@ class TournamentSpec:
     reference: str | None = None
     transcripts: int = 2  # markets per match whose full transcripts are kept
     hosted: tuple[str, ...] = ()  # entries served from their own actor (besides the registry's)
+    checkpoints: tuple[tuple[str, str], ...] = ()  # (entry name, weights sha256) of checkpoints
+    # The checkpoints' bytes, carried to every worker (no shared filesystem needed); a
+    # stored spec has only their names and hashes.
+    checkpoint_data: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """Checks of the spec's own structure; ``check_entries`` checks names against the
@@ -116,10 +130,19 @@ class TournamentSpec:
                 f"reference {self.reference!r} is not an entry of this tournament",
             )
 
+    def register_checkpoints(self) -> None:
+        """Make the spec's checkpoints entries of this process's registry (driver, workers,
+        policy hosts alike)."""
+        from agents import registry
+
+        for data in self.checkpoint_data:
+            _entry(lambda d=data: registry.register_checkpoint(d))
+
     def check_entries(self) -> None:
         """Every seller, buyer entry and population names something the registry builds."""
         from agents import registry
 
+        self.register_checkpoints()
         pops = dict(self.populations)
         for name in pops:
             if name in {e.name for e in registry.entries()}:
@@ -191,6 +214,7 @@ class TournamentSpec:
                 "transcripts": self.transcripts,
                 "hosted": list(self.hosted),
                 **({"reference": self.reference} if self.reference else {}),
+                **({"checkpoints": dict(self.checkpoints)} if self.checkpoints else {}),
             },
             "populations": dict(self.populations),
             # The rule is the match's, not the config's: left out, as in a spec file.
@@ -241,12 +265,66 @@ def _entry(build) -> None:
         raise SpecError(str(err)) from None
 
 
+def _checkpoints(t: dict, base: str | None) -> tuple[tuple, tuple]:
+    """Resolve checkpoint paths in ``sellers``, ``buyers`` and ``checkpoints`` (a list of
+    paths, relative to the spec's folder) to the names in their config.json, in place in
+    ``t``; returns ((name, weights hash), ...) and the checkpoints' bytes. A stored spec
+    has ``checkpoints`` as a table of name = hash, kept as it is."""
+    from pathlib import Path
+
+    stored = t.get("checkpoints", [])
+    if isinstance(stored, dict):
+        _check(
+            all(isinstance(k, str) and isinstance(v, str) for k, v in stored.items()),
+            "tournament.checkpoints: a list of checkpoint paths",
+        )
+        return tuple(sorted(stored.items())), ()
+    paths = _str_list(t, "checkpoints", [])
+    found: dict[str, tuple[str, Any]] = {}
+
+    def resolve(name: str) -> str:
+        from agents import registry
+
+        if not registry.looks_like_path(name):
+            return name
+        suffix = registry.DISCLOSED_SUFFIX if name.endswith(registry.DISCLOSED_SUFFIX) else ""
+        raw = name.removesuffix(suffix)
+        path = Path(raw) if base is None or Path(raw).is_absolute() else Path(base) / raw
+        from agents.rl.checkpoint import read_checkpoint
+
+        try:
+            data = read_checkpoint(path)
+        except ValueError as err:
+            raise SpecError(str(err)) from None
+        meta = data.meta()
+        entry = meta["policy"]["name"]
+        digest = meta["provenance"]["weights_sha256"]
+        if entry in found and found[entry][0] != digest:
+            raise SpecError(f"two different checkpoints are named {entry!r}")
+        found[entry] = (digest, data)
+        return entry + suffix
+
+    for key in ("sellers", "buyers"):
+        t[key] = [resolve(n) for n in t[key]]
+    for p in paths:
+        resolve(p if "/" in p else "./" + p)
+    return (
+        tuple(sorted((k, v[0]) for k, v in found.items())),
+        tuple(v[1] for _, v in sorted(found.items())),
+    )
+
+
 def spec_from_dict(
-    data: dict[str, Any], *, check_entries: bool = True, **overrides: Any
+    data: dict[str, Any],
+    *,
+    check_entries: bool = True,
+    base: str | None = None,
+    **overrides: Any,
 ) -> TournamentSpec:
     """Build and validate a spec from parsed TOML (or ``to_dict``); ``overrides`` replace
     tournament keys. ``check_entries=False`` skips the registry check: a stored spec is
-    rebuilt as it was run, whatever the registry holds now."""
+    rebuilt as it was run, whatever the registry holds now. ``base``: the folder that
+    checkpoint paths are relative to (the spec file's)."""
     if _OLD_CONFIGS_KEY in data:
         _check("configs" not in data, "[configs.NAME] and [markets.NAME] tables: use one name")
         data = {("configs" if k == _OLD_CONFIGS_KEY else k): v for k, v in data.items()}
@@ -281,6 +359,7 @@ def spec_from_dict(
             configs.append((name, MarketConfig.from_dict(table)))
         except (TypeError, ValueError) as err:
             raise SpecError(f"configs.{name}: {err}") from None
+    checkpoints, data_list = _checkpoints(t, base)
     spec = TournamentSpec(
         name=_name(t),
         seed=_int_key(t, "seed", 0, 0),
@@ -293,6 +372,8 @@ def spec_from_dict(
         reference=t.get("reference"),
         transcripts=transcripts,
         hosted=tuple(_str_list(t, "hosted", [])),
+        checkpoints=checkpoints,
+        checkpoint_data=data_list,
     )
     if check_entries:
         spec.check_entries()
@@ -320,7 +401,9 @@ def load_spec(path: str, **overrides: Any) -> TournamentSpec:
         data = read_toml(path, "spec")
     except ValueError as err:
         raise SpecError(str(err)) from None
+    from pathlib import Path
+
     try:
-        return spec_from_dict(data, **overrides)
+        return spec_from_dict(data, base=str(Path(path).parent), **overrides)
     except SpecError as err:
         raise SpecError(f"{path}: {err}") from None

@@ -49,6 +49,7 @@ class MatchWorker:
 
     def __init__(self, spec: TournamentSpec, hosts: dict | None = None) -> None:
         self.spec = spec
+        spec.register_checkpoints()
         self.hosts = hosts or {}  # (side, entry) -> PolicyHost actor handle
         self.matches = {m.match_id: m for m in spec.matches()}
         self._markets_cache: dict[tuple[str, int, int], tuple[MarketBatch, np.ndarray]] = {}

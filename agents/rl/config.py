@@ -173,6 +173,12 @@ class TrainConfig:
     """Passes over each batch of the teacher's play."""
     imitation_lr: float = 1e-3
     """Adam step size of the warm start."""
+    imitation_smoothing: float = 0.1
+    """Label smoothing of the warm start (keeps the policy from collapsing on the
+    teacher's move, so that PPO can explore from it)."""
+    target_kl: float = 0.02
+    """Stop an update's epochs once the approximate KL to the rollout policy exceeds
+    this (0: never)."""
     init: str = ""
     """A checkpoint to start from ("": fresh weights)."""
     eval_every: int = 25
@@ -211,10 +217,10 @@ class TrainConfig:
             x = getattr(self, name)
             if not isinstance(x, int | float) or not x > 0:
                 raise ValueError(f"train.{name}: expected a positive number, got {x!r}")
-        for name in ("gamma", "gae_lambda"):
+        for name in ("gamma", "gae_lambda", "imitation_smoothing"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"train.{name}: expected a number in [0, 1]")
-        for name in ("ent_coef", "ent_end", "penalty"):
+        for name in ("ent_coef", "ent_end", "penalty", "target_kl"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
         if self.batch_size % self.minibatches and self.side == "seller":

@@ -362,6 +362,17 @@ def _nearest_level(policy: RLSeller, obs, to, product, price) -> np.ndarray:
     return np.where(exact[:, k + 1], k + 1, np.where(exact[:, k], k, nearest))
 
 
+def _smoothed_ce(logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:
+    """Cross-entropy with label smoothing over the allowed options only (the -inf ones
+    stay impossible): the warm-started policy keeps some entropy, so that PPO can still
+    explore and its ratios stay tame."""
+    logp = torch.log_softmax(logits, dim=-1)
+    allowed = torch.isfinite(logp)
+    uniform = torch.where(allowed, logp, torch.zeros_like(logp)).sum(-1) / allowed.sum(-1)
+    picked = logp.gather(1, target[:, None])[:, 0]
+    return -((1.0 - eps) * picked + eps * uniform).mean()
+
+
 def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict]:
     """Behaviour cloning of ``cfg.imitate`` (cross-entropy on its pair and price level),
     with the value head fitted to the teacher's returns, so that PPO starts from the
@@ -395,9 +406,10 @@ def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict
                     data["level"][idx],
                     data["level_ok"][idx],
                 )
-                ce = torch.nn.functional.cross_entropy(
-                    logits, data["pair"][idx]
-                ) + torch.nn.functional.cross_entropy(plog, data["level"][idx])
+                eps = cfg.imitation_smoothing
+                ce = _smoothed_ce(logits, data["pair"][idx], eps) + _smoothed_ce(
+                    plog, data["level"][idx], eps
+                )
                 v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
                 loss = ce + cfg.vf_coef * v_loss
                 optimizer.zero_grad()
@@ -419,6 +431,8 @@ def ppo_update(
         k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
     }
     for _ in range(cfg.epochs):
+        if cfg.target_kl and stats["approx_kl"] and stats["approx_kl"][-1] > cfg.target_kl:
+            break  # the policy has moved far enough from the one that collected the data
         for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
             if isinstance(policy, RLSeller):
                 x = [data[k][idx] for k in ("pair_x", "buyer_x", "product_x", "market_x")]

@@ -1,13 +1,79 @@
-"""``arena train seller|buyer``: training commands. Not built yet.
+"""``arena train seller|buyer``: train a policy from a training config.
 
-This module is where the training command group goes: an ``add_commands(sub)`` that
-adds ``train`` with its sub-commands, registered in ``tournaments.cli.GROUPS``.
+    arena train seller --config agents/rl/configs/seller.toml --out runs/rl_seller
+    arena train buyer --config agents/rl/configs/buyer.toml --out runs/rl_buyer --resume
+
+The folder ``--out`` becomes a checkpoint (``model.safetensors`` + ``config.json``) that
+any command or spec takes wherever it takes an entry name, beside the learning curve
+(``curve.csv``, ``curve.png``) and the trainer's state (for ``--resume``).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+from pathlib import Path
+
+from tournaments.cli.common import CliError, nonneg_int, pos_int
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """No commands yet."""
+    p = sub.add_parser(
+        "train",
+        help="train a seller or a buyer (PPO) from a training config",
+        description="Train a seller or a buyer from a training config (TOML).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("side", choices=["seller", "buyer"], help="the side that learns")
+    p.add_argument("--config", required=True, metavar="FILE.toml", help="training config")
+    p.add_argument("--out", required=True, metavar="DIR", help="run folder (the checkpoint)")
+    p.add_argument("--resume", action="store_true", help="continue the run in DIR")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train")
+    p.add_argument("--iterations", type=pos_int, help="override train.iterations")
+    p.add_argument("--seed", type=nonneg_int, help="override train.seed")
+    p.add_argument(
+        "--stop-after", type=pos_int, metavar="N", help="stop after iteration N (resumable)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agents.rl.checkpoint import CheckpointError
+    from agents.rl.config import load_train_config
+    from agents.rl.ppo import TrainError, train
+
+    cfg = load_train_config(args.config, iterations=args.iterations, seed=args.seed)
+    if cfg.side != args.side:
+        raise CliError(f"{args.config} trains a {cfg.side}, not a {args.side}")
+    try:
+        out = train(
+            cfg,
+            args.out,
+            resume=args.resume,
+            device=args.device,
+            progress=not args.quiet,
+            until=args.stop_after,
+        )
+    except (TrainError, CheckpointError) as err:
+        raise CliError(str(err)) from None
+    _summary(out)
+    return 0
+
+
+def _summary(out: Path) -> None:
+    with open(out / "curve.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    last = next((r for r in reversed(rows) if r.get("phase") == "train"), None)
+    first_eval = next((r for r in rows if r.get("phase") == "eval"), {})
+    print(f"checkpoint: {out} (model.safetensors + config.json); curve: {out / 'curve.png'}")
+    if last is None:
+        return
+    print(f"iterations {last['iteration']}, samples {last['samples']}, {last['wall_s']} s")
+    evals = [k for k in last if k.startswith("eval_") and "[" not in k and last[k]]
+    if evals:
+        print("evaluation (greedy play; scripted reference in brackets):")
+        for k in evals:
+            ref = [v for c, v in first_eval.items() if c.startswith(k + "[") and v]
+            extra = f"  [{float(ref[0]):.2f}]" if ref else ""
+            print(f"  {k[5:]:<50} {float(last[k]):10.2f}{extra}")

@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> dict:
         opponents=(Opponent("truthful"),),
         family=ConfigFamily(configs=(("retail", RETAIL),)),
     )
-    learner = RLSeller(seller.net, greedy=False, offsets=seller.offsets)
+    learner = RLSeller(
+        seller.net, greedy=False, offsets=seller.offsets, expert_offsets=seller.expert_offsets
+    )
     rollout_rates, update_rates = [], []
     optimizer = torch.optim.Adam(learner.net.parameters(), lr=1e-6)
     for k in range(args.repeats):

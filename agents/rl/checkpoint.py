@@ -50,7 +50,7 @@ POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
     "RLBuyer": (RLBuyer, BuyerNet, BuyerNetConfig, "buyer"),
 }
 _POLICY_KEYS = {"class", "name", "side", "kind", "params", "net"}
-_PARAMS = {"RLSeller": {"offsets"}, "RLBuyer": {"shares"}}
+_PARAMS = {"RLSeller": {"offsets", "expert_offsets"}, "RLBuyer": {"shares"}}
 
 
 class CheckpointError(ValueError):
@@ -193,7 +193,10 @@ def build(
             _SHARED[key] = build(data)
         first = _SHARED[key]
         cls = type(first)
-        params = {"offsets": first.offsets} if cls is RLSeller else {"shares": first.shares}
+        if cls is RLSeller:
+            params = {"offsets": first.offsets, "expert_offsets": first.expert_offsets}
+        else:
+            params = {"shares": first.shares}
         return cls(first.net, seed=seed, greedy=greedy, **params)
     meta = _parse_config(data)
     policy = meta["policy"]

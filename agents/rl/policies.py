@@ -21,8 +21,9 @@ Seller prices. For pair (i, j) with signal s_ij, cost c_j and refusal cap u_ij (
 lowest price buyer i refused for j), the anchor is ``a_ij = min(s_ij, u_ij)`` and level
 k offers ``max(a_ij + offsets[k] * w, c_j)`` in cents; the next level offers buyer i's
 standing bid on j (rounded down to a cent, so it trades at once), allowed only when such
-a bid exists at or above cost; the last offers the expert's price for the pair. Offsets
-are fractions of the range width w, so the levels mean the same on every price scale.
+a bid exists at or above cost; the last ones offer the expert's price e_ij for the pair,
+then ``max(e_ij + expert_offsets[k] * w, c_j)``. Offsets are fractions of the range
+width w, so the levels mean the same on every price scale.
 
 Buyer bids. For product j with value v_j and cost c_j, bid level k bids
 ``c' + shares[k] * (v_j - c')`` with ``c' = clip(c_j, lo, v_j)``: from the seller's cost
@@ -67,6 +68,9 @@ PRICE_OFFSETS: tuple[float, ...] = (
     0.07,
     0.12,
 )
+# Offsets around the expert's price (fractions of the range width); the first is the
+# expert's price itself.
+EXPERT_OFFSETS: tuple[float, ...] = (0.0, -0.04, -0.02, 0.02, 0.04)
 BID_SHARES: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 # Streams of the keyed noise, one per choice.
@@ -131,9 +135,13 @@ class RLSeller(SellerPolicy):
         seed: int = 0,
         greedy: bool = True,
         offsets: tuple[float, ...] = PRICE_OFFSETS,
+        expert_offsets: tuple[float, ...] = EXPERT_OFFSETS,
         hidden: int = 48,
     ) -> None:
         self.offsets = tuple(float(x) for x in offsets)
+        self.expert_offsets = tuple(float(x) for x in expert_offsets)
+        if not self.expert_offsets or self.expert_offsets[0] != 0.0:
+            raise ValueError("expert_offsets must start with 0.0 (the expert's own price)")
         if net is None:
             net = SellerNet(SellerNetConfig(SELLER_FEATURES, self.levels, hidden))
         if net.cfg.levels != self.levels or net.cfg.features != SELLER_FEATURES:
@@ -147,8 +155,14 @@ class RLSeller(SellerPolicy):
 
     @property
     def levels(self) -> int:
-        """Price levels: the offsets, then the standing bid, then the expert's price."""
-        return len(self.offsets) + 2
+        """Price levels: the anchor offsets, the standing bid, then the expert's price and
+        the expert offsets around it."""
+        return len(self.offsets) + 1 + len(self.expert_offsets)
+
+    @property
+    def expert_level(self) -> int:
+        """The level that plays exactly the expert's price."""
+        return len(self.offsets) + 1
 
     def reset(self, batch_size: int) -> None:
         self._mem = None
@@ -217,15 +231,17 @@ class RLSeller(SellerPolicy):
         s = obs.signals[ar, to, product]
         cap = self._mem.caps[ar, to, product]
         cost = obs.costs[ar, product]
-        offsets = np.asarray(self.offsets + (0.0, 0.0))
-        p = np.maximum(np.minimum(s, cap) + offsets[level] * (hi - lo), cost)
+        k = len(self.offsets)
+        offsets = np.asarray(self.offsets + (0.0,) + self.expert_offsets)
+        base = np.where(level > k, self._table[1][ar, to, product], np.minimum(s, cap))
+        p = np.maximum(base + offsets[level] * (hi - lo), cost)
+        # The expert's own price as it is (it may sit below cost, on a standing bid).
+        p = np.where(level == self.expert_level, self._table[1][ar, to, product], p)
         p = cents(p, lo, hi)
         usable, bid = self._bid(obs, to, product)
-        take = (level == len(self.offsets)) & usable
+        take = (level == k) & usable
         if take.any():
             p[take] = _at_most(bid[take], obs)
-        expert = level == len(self.offsets) + 1
-        p = np.where(expert, cents(self._table[1][ar, to, product], lo, hi), p)
         return np.where(np.isfinite(p), p, lo)
 
     def evaluate(self, x, open_, pair, level, level_ok) -> tuple[torch.Tensor, ...]:

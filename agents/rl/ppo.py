@@ -350,16 +350,17 @@ def imitation_rollout(
 def _nearest_level(policy: RLSeller, obs, to, product, price) -> np.ndarray:
     """The level that offers ``price`` for the pair: the expert's own level when it gives
     that price (the teacher is the expert), else the standing bid, else the nearest."""
-    k = len(policy.offsets)
     cands = np.stack(
-        [policy._price(obs, to, product, np.full(obs.batch_size, j)) for j in range(k + 2)],
+        [policy._price(obs, to, product, np.full(obs.batch_size, j)) for j in range(policy.levels)],
         axis=1,
     )
+    k = len(policy.offsets)
     usable, _ = policy._bid(obs, to, product)
     cands[:, k] = np.where(usable, cands[:, k], np.inf)
     exact = np.isclose(cands, price[:, None], rtol=0, atol=1e-9)
     nearest = np.argmin(np.abs(cands - price[:, None]), axis=1)
-    return np.where(exact[:, k + 1], k + 1, np.where(exact[:, k], k, nearest))
+    e = policy.expert_level
+    return np.where(exact[:, e], e, np.where(exact[:, k], k, nearest))
 
 
 def _smoothed_ce(logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:

@@ -49,6 +49,9 @@ class _LMPolicy:
     """Markets generated together."""
     device: str = "cpu"
     """torch device; "cuda" where present."""
+    threads: int = 0
+    """torch CPU threads for the process hosting the policy (0: leave torch's setting).
+    On a shared CPU one thread is often much faster than several that spin-wait."""
     model: Any = field(default=None, repr=False)
     """A loaded model (with ``tokenizer``) instead of ``path``, e.g. a trainer's."""
     tokenizer: Any = field(default=None, repr=False)
@@ -57,6 +60,8 @@ class _LMPolicy:
     batch_invariance = BATCH_INVARIANCE
 
     def __post_init__(self) -> None:
+        if self.threads > 0:
+            torch.set_num_threads(self.threads)
         if self.model is None:
             if not self.path:
                 raise ValueError("a language-model policy needs a model directory (path)")

@@ -119,7 +119,7 @@ class _MarketEnv:
         weights: Sequence[float] | None = None,
         rewards: bool = True,
         batch: MarketBatch | None = None,
-        dialogue: bool | None = None,
+        dialogue: bool | np.ndarray | None = None,
         prompts: bool = False,
     ) -> None:
         if markets not in MARKET_SOURCES:
@@ -143,7 +143,8 @@ class _MarketEnv:
         self._given = batch  # play this batch first (play_batch); later markets are drawn
         if dialogue is None:  # on when an opponent reads text; a text learner asks for it
             dialogue = any(getattr(o, "reads_text", False) for o in self.opponents)
-        self.dialogue = bool(dialogue) or prompts
+        # A (B,) mask keeps the dialogue of those rows only (transcripts of a few markets).
+        self.dialogue = dialogue if isinstance(dialogue, np.ndarray) else bool(dialogue)
         self.prompts = prompts
         self.engine: BatchedMarket | None = None
 

@@ -24,7 +24,7 @@ def play_batch(
     *,
     on_step: Callable[[SellerObs, SellerAction, Step], None] | None = None,
     rewards: bool = False,
-    dialogue: bool = False,
+    dialogue: bool | np.ndarray = False,
     prompts: bool = False,
 ) -> BatchedMarket:
     """Play every market of ``batch`` to the end; returns the finished engine.
@@ -37,8 +37,10 @@ def play_batch(
 
     ``dialogue``: keep every message as text (``engine.dialogue``; each market's
     transcript is ``engine.dialogue.records(b)``); it is on anyway when either policy
-    reads text. ``prompts``: also keep what each side was shown before each message."""
-    dialogue = dialogue or seller.reads_text or buyer.reads_text
+    reads text; a (B,) bool mask keeps it for those markets only (when no policy reads
+    text). ``prompts``: also keep what each side was shown before each message."""
+    if seller.reads_text or buyer.reads_text:
+        dialogue = True
     env = SellerEnv.from_batch(batch, buyer, rewards=rewards, dialogue=dialogue, prompts=prompts)
     obs = env.reset()
     seller.reset(batch.size)

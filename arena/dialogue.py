@@ -87,13 +87,18 @@ class Dialogue:
 
     ``prompts``: also keep, on each record, the text each side was shown before it wrote
     (``seller_prompt`` / ``buyer_prompt``, rendered by ``arena.text``), for prompt/completion
-    exports. Rows are lists owned by this object; ``take`` shares them (read-only views
-    for a sub-batch of an observation).
+    exports. ``only``: a (B,) bool mask of the rows to record (a tournament keeps the
+    transcripts of a few markets of a thousand); the others stay empty. Rows are lists
+    owned by this object; ``take`` shares them (read-only views for a sub-batch of an
+    observation).
     """
 
-    def __init__(self, batch_size: int, prompts: bool = False) -> None:
+    def __init__(
+        self, batch_size: int, prompts: bool = False, only: np.ndarray | None = None
+    ) -> None:
         self.rows: list[list[TurnRecord]] = [[] for _ in range(batch_size)]
         self.prompts = prompts
+        self.only = None if only is None else np.asarray(only, bool).copy()
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -113,6 +118,7 @@ class Dialogue:
         idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows)
         out = Dialogue(0, self.prompts)
         out.rows = [self.rows[int(b)] for b in idx]
+        out.only = None if self.only is None else self.only[idx]
         return out
 
     def restart(self, rows: np.ndarray) -> None:
@@ -143,7 +149,7 @@ class Dialogue:
         with the action as the agent gave it)."""
         to, product, price = np.asarray(to), np.asarray(product), np.asarray(price)
         malformed = np.zeros(len(live), bool) if malformed is None else np.asarray(malformed)
-        for b in np.flatnonzero(live):
+        for b in np.flatnonzero(live if self.only is None else live & self.only):
             if texts is not None and texts[b] is not None:
                 text, msg, error = parse_message(texts[b], SellerMessage, parse_seller_message)
             else:
@@ -179,7 +185,7 @@ class Dialogue:
         ``answer``); ``offer`` is the (product, price) each answer was about."""
         decision, product, price = np.asarray(decision), np.asarray(product), np.asarray(price)
         malformed = np.zeros(len(ask), bool) if malformed is None else np.asarray(malformed)
-        for b in np.flatnonzero(ask):
+        for b in np.flatnonzero(ask if self.only is None else ask & self.only):
             rec = self.rows[b][-1]
             if texts is not None and texts[b] is not None:
                 text, msg, error = parse_message(texts[b], BuyerMessage, parse_buyer_message)

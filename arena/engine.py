@@ -65,12 +65,12 @@ class BatchedMarket:
         batch: MarketBatch,
         disclose: np.ndarray | None = None,
         *,
-        dialogue: bool = False,
+        dialogue: bool | np.ndarray = False,
         prompts: bool = False,
     ) -> None:
         """``dialogue``: keep every message as text (``arena.dialogue``), shown in the
-        observations; ``prompts`` (implies ``dialogue``): keep, on every record, the text
-        each side was shown before it wrote."""
+        observations; a (B,) bool mask keeps it for those rows only. ``prompts`` (implies
+        ``dialogue``): keep, on every record, the text each side was shown before it wrote."""
         cfg = batch.config
         self.batch = batch
         self.config = cfg
@@ -101,7 +101,11 @@ class BatchedMarket:
         self._pend_product = np.full(b, -1, np.int64)
         self._pend_price = np.full(b, np.nan)
 
-        self.dialogue = Dialogue(b, prompts) if dialogue or prompts else None
+        only = None
+        if isinstance(dialogue, np.ndarray):
+            only = _flags(dialogue, b)
+            dialogue = bool(only.any())
+        self.dialogue = Dialogue(b, prompts, only) if dialogue or prompts else None
 
         # Flat views share memory with the (B, N) / (B, M) arrays above.
         self._f = {name: getattr(self, name).reshape(-1) for name in _BUYER_STATE}
@@ -374,6 +378,8 @@ class BatchedMarket:
         """What each side is shown now, in ``rows`` (for dialogues that keep prompts)."""
         if not self.dialogue.prompts:
             return None
+        if self.dialogue.only is not None:
+            rows = rows & self.dialogue.only
         from arena.text import buyer_view, seller_view  # text rendering only when asked
 
         if side == "seller":

@@ -284,3 +284,23 @@ def test_canned_messages_render_and_parse():
     assert seller_message_of(1.5, 0, 1.0).startswith("(no message form")
     assert buyer_message_of(2, 1, 9.0).say == "I would pay 9 for product 1."
     assert buyer_message_of(7, 0, 0.0).startswith("(no message form")
+
+
+def test_a_tournament_keeps_transcripts_of_a_few_markets_from_the_same_play():
+    from agents.evaluate import evaluate_batch, evaluate_with_transcripts
+
+    batch = generate_batch(MarketConfig(patience=2), 0, range(10, 16))
+    metrics, transcripts = evaluate_with_transcripts(batch, GreedyMatcher(), Haggler(), [0, 2])
+    plain = evaluate_batch(batch, GreedyMatcher(), Haggler())
+    for name in plain:
+        np.testing.assert_array_equal(metrics[name], plain[name])
+    assert sorted(transcripts) == [10, 12]
+    for index in (10, 12):
+        ref = play_reference(generate(batch.config, 0, index), GreedyMatcher(), Haggler())
+        assert transcripts[index] == [r.to_dict() for r in ref.transcript]
+    engine = play_batch(batch, GreedyMatcher(), Haggler(), dialogue=np.arange(6) == 1)
+    assert [len(engine.dialogue[b]) > 0 for b in range(6)] == [False, True] + [False] * 4
+    _, with_prompts = evaluate_with_transcripts(
+        batch, GreedyMatcher(), Haggler(), [1], prompts=True
+    )
+    assert with_prompts[11][0]["seller_prompt"].startswith("You are the seller.")

@@ -11,20 +11,11 @@ import pytest
 from safetensors.numpy import load_file
 
 from agents.lm import train as lm_train
-from agents.lm.model import TinyModelConfig
-from agents.lm.train import GRPOConfig, LMTrainConfig, SFTConfig, group_advantages
-from arena.config import MarketConfig
+from agents.lm.train import LMTrainConfig, group_advantages
 
-TINY = LMTrainConfig(
-    seed=0,
-    max_new_tokens=48,
-    model=TinyModelConfig(
-        vocab_size=320, hidden_size=32, intermediate_size=64, layers=2, heads=2, corpus_markets=2
-    ),
-    market=MarketConfig(buyers=2, products=1, inventory=1, turns=2),
-    sft=SFTConfig(markets=48, epochs=8, batch=8, lr=0.01),
-    grpo=GRPOConfig(steps=8, group_size=4, groups=4, lr=5e-4, kl=0.2, temperature=0.5, pool=4),
-)
+ROOT = Path(__file__).resolve().parents[1]
+# Both stages on a tiny budget: the smoke config the project ships.
+TINY = LMTrainConfig.from_toml(ROOT / "agents/lm/configs/smoke.toml")
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +109,7 @@ def test_resuming_with_another_config_is_refused(run, tmp_path):
 
 
 def test_the_shipped_config_parses_and_bad_keys_are_named(tmp_path):
-    cfg = LMTrainConfig.from_toml("agents/lm/configs/seller.toml")
+    cfg = LMTrainConfig.from_toml(ROOT / "agents/lm/configs/seller.toml")
     assert cfg.policy == "LMSeller" and cfg.teacher == "greedy_matcher"
     assert cfg.market.buyers == 8 and cfg.market.turns == 12 and cfg.grpo.group_size == 4
     bad = tmp_path / "bad.toml"

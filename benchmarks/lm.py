@@ -67,7 +67,7 @@ def time_generation(model, tokenizer, prompts, batch: int, new_tokens: int, devi
             keys.take(rows),
             max_new_tokens=new_tokens,
             temperature=1.0,
-            chunk=batch,
+            chunk=min(batch, 16),  # the policy's default: 16 rows of similar length at once
         )
     if device.startswith("cuda"):
         torch.cuda.synchronize()

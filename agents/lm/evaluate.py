@@ -59,7 +59,7 @@ def evaluate(
         return out, time.perf_counter() - t0
 
     def lm(path: str) -> LMSeller:
-        return LMSeller(path=path, seed=seed, temperature=temperature, device=device, chunk=64)
+        return LMSeller(path=path, seed=seed, temperature=temperature, device=device)
 
     got, wall = run(lm(model))
     ref, _ = run(registry.make(teacher, "seller", seed=seed))

@@ -45,8 +45,8 @@ class _LMPolicy:
     """Cap on the tokens of one message."""
     max_prompt_tokens: int = 1536
     """Longer prompts keep the market's state and the latest conversation."""
-    chunk: int = 32
-    """Markets generated together."""
+    chunk: int = 16
+    """Markets generated together (of similar prompt length)."""
     device: str = "cpu"
     """torch device; "cuda" where present."""
     threads: int = 0

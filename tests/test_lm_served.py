@@ -174,3 +174,12 @@ def test_a_served_buyer_answers_a_scripted_seller(server):
 def test_served_policies_read_the_dialogue():
     assert ServedSeller.reads_text and ServedBuyer.reads_text
     assert np.isclose(ServedSeller().timeout, 60.0)
+
+
+def test_a_served_policy_pickles_for_a_worker_process(tmp_path):
+    import pickle
+
+    seller = ServedSeller(base_url="http://127.0.0.1:9/v1", record=str(tmp_path / "r.jsonl"))
+    copy = pickle.loads(pickle.dumps(seller))
+    assert copy.base_url == seller.base_url and copy.record == seller.record
+    assert copy._lock is not seller._lock

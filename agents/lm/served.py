@@ -85,12 +85,12 @@ class _ServedPolicy:
     replay: str = ""
     """JSONL file of an earlier run to answer from, without the endpoint ("" : live)."""
     _replies: dict[str, dict] | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     reads_text = True
     batch_invariance = "exact"  # one request per market; nothing depends on the batch
 
     def __post_init__(self) -> None:
+        self._lock = threading.Lock()  # one writer at a time on the record file
         if self.timeout <= 0 or self.concurrency < 1:
             raise ValueError("timeout must be > 0 and concurrency >= 1")
         if self.replay:
@@ -104,6 +104,15 @@ class _ServedPolicy:
                     self._replies[entry["request_hash"]] = entry
                 except (json.JSONDecodeError, KeyError, TypeError):
                     raise ServedModelError(f"{path}:{n}: not a recorded request") from None
+
+    def __getstate__(self) -> dict:  # a lock does not pickle: ship the policy without it
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------- requests
     def _body(self, obs: SellerObs | BuyerObs, b: int) -> dict:

@@ -172,3 +172,20 @@ def test_the_prompt_is_the_view_and_a_cue(tiny):
     engine = play_batch(batch, GreedyMatcher(), Truthful(), dialogue=True)
     obs = engine.seller_observation()
     assert prompt(obs, 0) == obs.text(0) + "\nYour message:\n"
+
+
+def test_an_lm_buyer_in_a_population_keeps_its_words(tiny):
+    from agents.population import Population
+
+    _, model, tok = tiny
+    lm = LMBuyer(model=model, tokenizer=tok, seed=0, max_new_tokens=5)
+    mixed = Population([Truthful(), lm], None, ["truthful", "lm"])
+    cfg = MarketConfig(buyers=4, products=2, turns=6, agent_share=0.5)
+    engine = play_batch(generate_batch(cfg, 0, 2), GreedyMatcher(), mixed)
+    assert mixed.reads_text and engine.dialogue is not None
+    answers = [(b, r) for b in range(2) for r in engine.dialogue[b] if r.buyer >= 0]
+    by_lm = [r for b, r in answers if engine.batch.is_agent[b, r.buyer]]
+    by_truthful = [r for b, r in answers if not engine.batch.is_agent[b, r.buyer]]
+    assert by_lm and by_truthful
+    assert all(r.buyer_message is None for r in by_lm)  # an untrained model's noise
+    assert all(r.buyer_message is not None and r.buyer_message.say for r in by_truthful)

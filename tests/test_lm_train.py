@@ -125,6 +125,13 @@ def test_the_shipped_config_parses_and_bad_keys_are_named(tmp_path):
     assert LMTrainConfig.from_toml(tmp_path / "c.toml").market.buyers == 3
 
 
+def test_a_trainer_can_tell_language_model_configs(tmp_path):
+    assert lm_train.is_lm_config(ROOT / "agents/lm/configs/seller.toml")
+    other = tmp_path / "rl.toml"
+    other.write_text("[train]\npolicy = 'PairScorer'\n")
+    assert not lm_train.is_lm_config(other) and not lm_train.is_lm_config(tmp_path / "none")
+
+
 def test_group_advantages_are_normalized_within_groups():
     adv = group_advantages(np.array([1.0, 3.0, 2.0, 2.0, 0.0, 0.0, 5.0, 5.0]), 2)
     np.testing.assert_allclose(adv[:2], [-1.0, 1.0], atol=1e-5)

@@ -197,6 +197,17 @@ def _only(cls, table: dict, name: str) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
 
 
+def is_lm_config(path: str | Path) -> bool:
+    """Whether a training config names a language-model policy class (``[train] policy``),
+    for a command that dispatches between trainers. Unreadable files are not."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    train_table = data.get("train")
+    return isinstance(train_table, dict) and train_table.get("policy") in POLICY_CLASSES
+
+
 def load_config(config: str | Path | LMTrainConfig) -> LMTrainConfig:
     return config if isinstance(config, LMTrainConfig) else LMTrainConfig.from_toml(config)
 

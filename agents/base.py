@@ -32,7 +32,9 @@ class SellerAction:
     product: np.ndarray  # (B,) product index, -1: a talk turn without an offer
     price: np.ndarray  # (B,)
     malformed: np.ndarray | None = None  # (B,) the message text did not parse
-    texts: list[str] | None = None  # raw message texts, for agents that write text
+    # The messages as written, for agents that write text (``agents.text`` makes the arrays
+    # from them); None in a row whose message is the arrays' (a mixed batch).
+    texts: list[str | None] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +45,7 @@ class BuyerAction:
     product: np.ndarray  # (B,) product of the counter bid (ignored otherwise)
     price: np.ndarray  # (B,) price of the counter bid
     malformed: np.ndarray | None = None
-    texts: list[str] | None = None
+    texts: list[str | None] | None = None
 
 
 class SellerPolicy(abc.ABC):
@@ -52,6 +54,8 @@ class SellerPolicy(abc.ABC):
     side = "seller"
     kind = AGENT
     sees_private = False  # True only for labelled references that read private values
+    # True for policies that read the dialogue (``obs.text(b)``): markets they play keep it.
+    reads_text = False
 
     def reset(self, batch_size: int) -> None:  # noqa: B027 - most policies are stateless
         """Start a new batch of episodes (clear any per-market state)."""
@@ -74,6 +78,7 @@ class BuyerPolicy(abc.ABC):
 
     side = "buyer"
     kind = HUMAN
+    reads_text = False  # see SellerPolicy.reads_text
 
     def reset(self, batch_size: int) -> None:  # noqa: B027
         """Start a new batch of episodes."""

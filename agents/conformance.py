@@ -7,7 +7,11 @@ random opponent and checks:
   the rows that matter; no exception;
 * valid decisions (``strict``): no violations of the rules on live markets;
 * determinism: a fresh policy built with the same seed plays identically;
-* batch invariance: playing B markets at once equals playing each alone;
+* batch invariance: playing B markets at once equals playing each alone (the outcomes
+  compared exactly). A policy whose numbers cannot be bit-identical across batch shapes
+  (a language model: matrix kernels round differently for different shapes) states in
+  its ``batch_invariance`` attribute what holds instead; the check compares the same
+  outcomes and its report quotes that statement for that entry (``invariance_note``);
 * per-row restarts: in an environment that restarts each row as its market ends
   (``agents.env``), every market played after a restart plays exactly as it does
   alone with a fresh policy (a stateful policy must forget restarted rows).
@@ -175,6 +179,7 @@ def _check(
         if diff := _same(first, stacked):
             problems.append(
                 f"config {c}: batch of {markets} differs from one at a time ({', '.join(diff)})"
+                + (f"; checked for this entry: {note}" if (note := invariance_note(policy)) else "")
             )
         try:
             problems += [f"config {c}: {p}" for p in _restarts(side, factory, cfg, seed + c)]
@@ -237,6 +242,14 @@ def _restarts(side: str, factory: Callable, cfg: MarketConfig, seed: int) -> lis
     if bad:
         return [f"markets {bad} play differently after a per-row restart than alone"]
     return []
+
+
+def invariance_note(policy) -> str:
+    """What batch invariance means for ``policy`` when it is not bit-identical play ("" when
+    it is): the policy's own ``batch_invariance`` statement."""
+    inner = getattr(policy, "inner", policy)
+    note = getattr(inner, "batch_invariance", "exact")
+    return "" if note == "exact" else str(note)
 
 
 def check_seller(

@@ -91,14 +91,14 @@ def merge_actions(batch_size: int, parts: list[tuple[np.ndarray, Any]], cls: typ
     first = parts[0][1]
     out = {n: np.zeros(batch_size, np.asarray(getattr(first, n)).dtype) for n in names}
     malformed = np.zeros(batch_size, bool)
-    texts: list[str] | None = None
+    texts: list[str | None] | None = None  # None in rows whose policy wrote no text
     for rows, action in parts:
         for n in names:
             out[n][rows] = getattr(action, n)
         if action.malformed is not None:
             malformed[rows] = action.malformed
         if action.texts is not None:
-            texts = texts if texts is not None else [""] * batch_size
+            texts = texts if texts is not None else [None] * batch_size
             for r, t in zip(rows.tolist(), action.texts, strict=True):
                 texts[r] = t
     return cls(**out, malformed=malformed if malformed.any() else None, texts=texts)
@@ -119,6 +119,8 @@ class _MarketEnv:
         weights: Sequence[float] | None = None,
         rewards: bool = True,
         batch: MarketBatch | None = None,
+        dialogue: bool | np.ndarray | None = None,
+        prompts: bool = False,
     ) -> None:
         if markets not in MARKET_SOURCES:
             raise ValueError(
@@ -139,6 +141,11 @@ class _MarketEnv:
         self.rewards = rewards
         self.groups = split_rows(batch_size, weights)
         self._given = batch  # play this batch first (play_batch); later markets are drawn
+        if dialogue is None:  # on when an opponent reads text; a text learner asks for it
+            dialogue = any(getattr(o, "reads_text", False) for o in self.opponents)
+        # A (B,) mask keeps the dialogue of those rows only (transcripts of a few markets).
+        self.dialogue = dialogue if isinstance(dialogue, np.ndarray) else bool(dialogue)
+        self.prompts = prompts
         self.engine: BatchedMarket | None = None
 
     # ------------------------------------------------------------- markets
@@ -157,7 +164,7 @@ class _MarketEnv:
     def _start(self, raw: MarketBatch) -> None:
         self._raw = raw
         batch, wish = self._with_kinds(raw)
-        self.engine = BatchedMarket(batch, wish)
+        self.engine = BatchedMarket(batch, wish, dialogue=self.dialogue, prompts=self.prompts)
         self._next_index = int(raw.indices.max()) + 1
         self._scale = None
         self._w_star = None
@@ -300,7 +307,7 @@ class SellerEnv(_MarketEnv):
         if self.rewards:
             profit0 = e.profit.copy()
             viol0 = e.seller_violations.sum(axis=1)
-        prompt = e.offer(action.to, action.product, action.price, action.malformed)
+        prompt = e.offer(action.to, action.product, action.price, action.malformed, action.texts)
         if prompt is not None:
             if len(self.opponents) == 1:
                 d = self.opponents[0].act(prompt)
@@ -310,7 +317,7 @@ class SellerEnv(_MarketEnv):
                     for o, g in zip(self.opponents, self.groups, strict=True)
                 ]
                 d = merge_actions(self.batch_size, parts, BuyerAction)
-            e.answer(d.decision, d.product, d.price, d.malformed)
+            e.answer(d.decision, d.product, d.price, d.malformed, d.texts)
         reward = None
         done = e.done & live
         info: dict[str, Any] = {}
@@ -375,7 +382,7 @@ class BuyerEnv(_MarketEnv):
         e = self.engine
         self._begin_step()
         if e.pending.any():
-            e.answer(action.decision, action.product, action.price, action.malformed)
+            e.answer(action.decision, action.product, action.price, action.malformed, action.texts)
         obs, info = self._seller_turns()
         self._collect()
         return Step(obs, self._reward if self.rewards else None, self._ended, info)
@@ -432,4 +439,4 @@ class BuyerEnv(_MarketEnv):
                 for o, g in zip(self.opponents, self.groups, strict=True)
             ]
             a = merge_actions(self.batch_size, parts, SellerAction)
-        return e.offer(a.to, a.product, a.price, a.malformed)
+        return e.offer(a.to, a.product, a.price, a.malformed, a.texts)

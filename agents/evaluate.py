@@ -20,12 +20,35 @@ def evaluate_batch(
     batch: MarketBatch, seller: SellerPolicy, buyer: BuyerPolicy, w_star: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """Per-market metrics (METRICS and DERIVED) of one batch played to the end."""
-    out = batch_metrics(play_batch(batch, seller, buyer), w_star)
+    return _metrics(play_batch(batch, seller, buyer), w_star)
+
+
+def _metrics(engine, w_star: np.ndarray | None) -> dict[str, np.ndarray]:
+    out = batch_metrics(engine, w_star)
     turns = np.maximum(out["turns_used"], 1.0)
     out["violation_rate"] = (out["seller_violations"] + out["buyer_violations"]) / turns
     out["seller_violation_rate"] = out["seller_violations"] / turns
     out["buyer_violation_rate"] = out["buyer_violations"] / turns
     return out
+
+
+def evaluate_with_transcripts(
+    batch: MarketBatch,
+    seller: SellerPolicy,
+    buyer: BuyerPolicy,
+    rows: Sequence[int],
+    w_star: np.ndarray | None = None,
+    prompts: bool = False,
+) -> tuple[dict[str, np.ndarray], dict[int, list[dict]]]:
+    """``evaluate_batch``, and the transcripts of the markets in batch ``rows`` kept during
+    the same play: {market index: [turn dicts]} (``arena.market.TurnRecord.to_dict``; with
+    ``prompts``, each turn also holds what each side was shown). No market is replayed."""
+    keep = np.zeros(batch.size, bool)
+    keep[np.asarray(rows, np.int64)] = True
+    engine = play_batch(batch, seller, buyer, dialogue=keep, prompts=prompts and keep.any())
+    out = _metrics(engine, w_star)
+    transcripts = {int(batch.indices[b]): engine.dialogue.records(int(b)) for b in rows}
+    return out, transcripts
 
 
 def play_markets(

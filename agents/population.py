@@ -76,6 +76,11 @@ class Population(BuyerPolicy):
             out |= (who == k) & member.disclose(is_agent, key)
         return out
 
+    @property
+    def reads_text(self) -> bool:
+        """A population with a member that reads the dialogue needs the market to keep it."""
+        return any(getattr(m, "reads_text", False) for m in self.members)
+
     # -------------------------------------------------------------- play
     def reset(self, batch_size: int) -> None:
         for member in self.members:
@@ -96,6 +101,7 @@ class Population(BuyerPolicy):
         product = np.zeros(obs.batch_size, np.int64)
         price = np.zeros(obs.batch_size)
         malformed = np.zeros(obs.batch_size, bool)
+        texts: list[str | None] | None = None  # members that write text keep their words
         for k, member in enumerate(self.members):
             # Every member decides every row, even where it plays no buyer: skipping it would
             # make a stateful member's history depend on the other markets of the batch.
@@ -106,7 +112,13 @@ class Population(BuyerPolicy):
             price = np.where(rows, a.price, price)
             if a.malformed is not None:
                 malformed |= rows & a.malformed
-        return BuyerAction(decision, product, price, malformed if malformed.any() else None)
+            if a.texts is not None:
+                texts = texts if texts is not None else [None] * obs.batch_size
+                for r in np.flatnonzero(rows):
+                    texts[r] = a.texts[r]
+        return BuyerAction(
+            decision, product, price, malformed if malformed.any() else None, texts=texts
+        )
 
 
 def _largest_remainder(shares: np.ndarray, n: int) -> np.ndarray:

@@ -9,10 +9,11 @@ import numpy as np
 
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.env import SellerEnv, Step
+from arena.dialogue import buyer_message_of, seller_message_of
 from arena.engine import BatchedMarket
 from arena.generator import MarketBatch, MarketInstance, stack_instances
 from arena.market import Market
-from arena.messages import BuyerMessage, Decision, Offer, SellerMessage
+from arena.messages import BuyerMessage, SellerMessage
 from arena.observation import SellerObs
 
 
@@ -23,6 +24,8 @@ def play_batch(
     *,
     on_step: Callable[[SellerObs, SellerAction, Step], None] | None = None,
     rewards: bool = False,
+    dialogue: bool | np.ndarray = False,
+    prompts: bool = False,
 ) -> BatchedMarket:
     """Play every market of ``batch`` to the end; returns the finished engine.
 
@@ -30,8 +33,15 @@ def play_batch(
     policy decides which buyers are agents (``kinds``), so the batch the engine plays may
     differ from ``batch`` in ``is_agent`` only. ``on_step(obs, action, step)`` sees every
     turn (to collect trajectories); ``rewards`` adds the seller's rewards to each step
-    (it costs one oracle solve per market)."""
-    env = SellerEnv.from_batch(batch, buyer, rewards=rewards)
+    (it costs one oracle solve per market).
+
+    ``dialogue``: keep every message as text (``engine.dialogue``; each market's
+    transcript is ``engine.dialogue.records(b)``); it is on anyway when either policy
+    reads text; a (B,) bool mask keeps it for those markets only (when no policy reads
+    text). ``prompts``: also keep what each side was shown before each message."""
+    if seller.reads_text or buyer.reads_text:
+        dialogue = True
+    env = SellerEnv.from_batch(batch, buyer, rewards=rewards, dialogue=dialogue, prompts=prompts)
     obs = env.reset()
     seller.reset(batch.size)
     if seller.sees_private:
@@ -67,43 +77,18 @@ def play_reference(instance: MarketInstance, seller: SellerPolicy, buyer: BuyerP
 
 def seller_message(a: SellerAction, k: int = 0) -> SellerMessage | str:
     """Row ``k`` of a seller action as the reference market takes it: the agent's own text,
-    a message, or, for an action no message can express, a note that fails to parse (the
-    market counts it as malformed, as the engine does)."""
-    if a.texts is not None:
+    or the message of its arrays with a canned SAY line, or, for an action no message can
+    express, a note that fails to parse (the market counts it as malformed, as the engine
+    does). The batched engine's dialogue writes the same (``arena.dialogue``)."""
+    if a.texts is not None and a.texts[k] is not None:
         return a.texts[k]
-    if a.malformed is not None and a.malformed[k]:
-        return ""
-    try:
-        to, product, price = _whole(a.to[k]), _whole(a.product[k]), float(a.price[k])
-        return SellerMessage(to=to, offer=None if product == -1 else Offer(product, price))
-    except (TypeError, ValueError, OverflowError):
-        return f"(no message form: to={a.to[k]!r}, product={a.product[k]!r}, price={a.price[k]!r})"
+    bad = a.malformed is not None and bool(a.malformed[k])
+    return seller_message_of(a.to[k], a.product[k], a.price[k], bad)
 
 
 def buyer_message(d: BuyerAction, k: int = 0) -> BuyerMessage | str:
     """Row ``k`` of a buyer action as the reference market takes it (see seller_message)."""
-    if d.texts is not None:
+    if d.texts is not None and d.texts[k] is not None:
         return d.texts[k]
-    if d.malformed is not None and d.malformed[k]:
-        return ""
-    try:
-        code = _whole(d.decision[k])
-        decision = (Decision.REJECT, Decision.ACCEPT, Decision.COUNTER)[code] if code >= 0 else None
-        if decision is None:
-            raise ValueError(code)
-        if decision is not Decision.COUNTER:
-            return BuyerMessage(decision)
-        return BuyerMessage(decision, Offer(_whole(d.product[k]), float(d.price[k])))
-    except (TypeError, ValueError, OverflowError, IndexError):
-        return (
-            f"(no message form: decision={d.decision[k]!r}, product={d.product[k]!r}, "
-            f"price={d.price[k]!r})"
-        )
-
-
-def _whole(x) -> int:
-    """An exact integer, or ValueError (1.5, nan and 'x' are not buyer or product numbers)."""
-    f = float(x)
-    if not f.is_integer():
-        raise ValueError(x)
-    return int(f)
+    bad = d.malformed is not None and bool(d.malformed[k])
+    return buyer_message_of(d.decision[k], d.product[k], d.price[k], bad)

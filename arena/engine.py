@@ -27,8 +27,11 @@ one buyer per market, so updates gather and scatter through flat indices
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from arena.dialogue import Dialogue
 from arena.generator import MarketBatch
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
 from arena.protocol import MAX_INDEX, PRICE_LIMIT
@@ -55,7 +58,17 @@ _BUYER_STATE: dict[str, tuple[object, type]] = {
 class BatchedMarket:
     """B markets of one config, stepped together."""
 
-    def __init__(self, batch: MarketBatch, disclose: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        batch: MarketBatch,
+        disclose: np.ndarray | None = None,
+        *,
+        dialogue: bool | np.ndarray = False,
+        prompts: bool = False,
+    ) -> None:
+        """``dialogue``: keep every message as text (``arena.dialogue``), shown in the
+        observations; a (B,) bool mask keeps it for those rows only. ``prompts`` (implies
+        ``dialogue``): keep, on every record, the text each side was shown before it wrote."""
         cfg = batch.config
         self.batch = batch
         self.config = cfg
@@ -85,6 +98,12 @@ class BatchedMarket:
         self._pend_flat = np.zeros(b, np.int64)
         self._pend_product = np.full(b, -1, np.int64)
         self._pend_price = np.full(b, np.nan)
+
+        only = None
+        if isinstance(dialogue, np.ndarray):
+            only = _flags(dialogue, b)
+            dialogue = bool(only.any())
+        self.dialogue = Dialogue(b, prompts, only) if dialogue or prompts else None
 
         # Flat views share memory with the (B, N) / (B, M) arrays above.
         self._f = {name: getattr(self, name).reshape(-1) for name in _BUYER_STATE}
@@ -127,6 +146,8 @@ class BatchedMarket:
         self.profit[rows] = 0.0
         self.seller_violations[rows] = 0
         self.buyer_violations[rows] = 0
+        if self.dialogue is not None:
+            self.dialogue.restart(rows)
 
     # ------------------------------------------------------------------ views
     @property
@@ -155,6 +176,7 @@ class BatchedMarket:
             counter_price=self.counter_price,
             disclosed=self.disclosed,
             key=self.batch.keys,
+            dialogue=self.dialogue,
         )
 
     def buyer_observation(self) -> BuyerObs:
@@ -181,6 +203,7 @@ class BatchedMarket:
             turn=self.turn.copy(),
             key=self.batch.keys,
             num_buyers=self.shape[1],
+            dialogue=self.dialogue,
         )
 
     # ------------------------------------------------------------------ seller
@@ -190,12 +213,16 @@ class BatchedMarket:
         product: np.ndarray,
         price: np.ndarray,
         malformed: np.ndarray | None = None,
+        texts: Sequence[str] | None = None,
     ) -> BuyerObs | None:
         """Apply one seller message per live market. Returns the answering buyers' view,
-        or None when no market waits for an answer."""
+        or None when no market waits for an answer. ``texts``: the messages as written,
+        for the dialogue (the arrays decide; ``agents.text`` derives them from the texts)."""
         if self.pending.any():
             raise RuntimeError("answers are pending; call answer() first")
         b, n, m = self.shape
+        given = (to, product, price, malformed)  # as the agent wrote them, for the dialogue
+        prompts = self._prompts("seller", ~self.done) if self.dialogue is not None else None
         to, bad_to = _indices(to, b, "to")
         product, bad_product = _indices(product, b, "product")
         price, bad_price = _prices(price, b)
@@ -262,6 +289,11 @@ class BatchedMarket:
         self._pend_product = np.where(valid, offer_product, -1)
         self._pend_price = np.where(valid, offer_price, np.nan)
         self._update_done(~self.pending)
+        if self.dialogue is not None:
+            self.dialogue.seller_turn(
+                live, self.turn, *given, code, self.pending, instant, _check_texts(texts, b),
+                prompts,
+            )  # fmt: skip
         return self.buyer_observation() if self.pending.any() else None
 
     # ------------------------------------------------------------------ buyer
@@ -271,9 +303,13 @@ class BatchedMarket:
         product: np.ndarray,
         price: np.ndarray,
         malformed: np.ndarray | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
-        """Apply the answers of the buyers ``offer`` asked; other rows are ignored."""
+        """Apply the answers of the buyers ``offer`` asked; other rows are ignored.
+        ``texts``: the answers as written, for the dialogue."""
         b, _, m = self.shape
+        given = (decision, product, price, malformed)  # as the agent wrote them, for the dialogue
+        prompts = self._prompts("buyer", self.pending) if self.dialogue is not None else None
         decision, bad_decision = _indices(decision, b, "decision")
         product, bad_product = _indices(product, b, "product")
         price, bad_price = _prices(price, b)
@@ -321,6 +357,7 @@ class BatchedMarket:
         counter = ok & is_counter
         _put(flat["counter_product"], fi, counter, product)
         _put(flat["counter_price"], fi, counter, price)
+        leave = None
         if self.patience > 0:
             leave = ask & ~accept & (flat["n_messages"][fi] >= self.patience)
             flat["left"][fi] |= leave
@@ -328,8 +365,27 @@ class BatchedMarket:
             self.n_active -= leave
         self.pending = np.zeros_like(ask)
         self._update_done(ask)
+        if self.dialogue is not None:
+            self.dialogue.buyer_turn(
+                ask, *given, code, accept,
+                (self._pend_product, self._pend_price), leave, _check_texts(texts, b), prompts,
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ internals
+    def _prompts(self, side: str, rows: np.ndarray) -> list[str] | None:
+        """What each side is shown now, in ``rows`` (for dialogues that keep prompts)."""
+        if not self.dialogue.prompts:
+            return None
+        if self.dialogue.only is not None:
+            rows = rows & self.dialogue.only
+        from arena.text import buyer_view, seller_view  # text rendering only when asked
+
+        if side == "seller":
+            obs, view = self.seller_observation(), seller_view
+        else:
+            obs, view = self.buyer_observation(), buyer_view
+        return [view(obs, b) if rows[b] else "" for b in range(self.shape[0])]
+
     def _trade(self, mask: np.ndarray, fi: np.ndarray, fp: np.ndarray, price: np.ndarray) -> None:
         flat = self._f
         self._stock_flat[fp] -= mask
@@ -395,6 +451,12 @@ def _prices(x, b: int) -> tuple[np.ndarray, np.ndarray]:
 def _outside(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """x < lo or x >= hi in one comparison: shifted below zero wraps around as unsigned."""
     return (x - lo).view(np.uint64) >= np.uint64(hi - lo)
+
+
+def _check_texts(texts: Sequence[str] | None, b: int) -> Sequence[str] | None:
+    if texts is not None and len(texts) != b:
+        raise ValueError(f"texts: expected one per market ({b}), got {len(texts)}")
+    return texts
 
 
 def _flags(x, b: int) -> np.ndarray:

@@ -79,10 +79,14 @@ class TurnRecord:
     buyer_error: str = ""
     trade: Trade | None = None
     buyer_left: bool = False
+    # What each side was shown before it wrote (kept only when asked for: exports).
+    seller_prompt: str = ""
+    buyer_prompt: str = ""
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict: raw texts, parsed messages (None if unparsable), violations."""
-        return {
+        """A JSON-ready dict: raw texts, parsed messages (None if unparsable), violations;
+        the prompts too where they were kept."""
+        out = {
             "turn": self.turn,
             "seller_text": self.seller_text,
             "seller_message": _message_dict(self.seller_message),
@@ -96,6 +100,10 @@ class TurnRecord:
             "trade": None if self.trade is None else dataclasses.asdict(self.trade),
             "buyer_left": self.buyer_left,
         }
+        if self.seller_prompt or self.buyer_prompt:
+            out["seller_prompt"] = self.seller_prompt
+            out["buyer_prompt"] = self.buyer_prompt
+        return out
 
 
 def _message_dict(msg: SellerMessage | BuyerMessage | None) -> dict | None:
@@ -167,7 +175,7 @@ class Market:
         if self.done:
             raise RuntimeError("the market has ended")
         self.turn += 1
-        text, msg, error = _parse(message, SellerMessage, parse_seller_message)
+        text, msg, error = parse_message(message, SellerMessage, parse_seller_message)
         record = TurnRecord(self.turn, text, msg, Violation.OK, error)
         self.transcript.append(record)
         code = Violation.MALFORMED if msg is None else self._check_seller(msg)
@@ -219,7 +227,7 @@ class Market:
         i, offer_msg = self._pending
         self._pending = None
         record = self.transcript[-1]
-        text, msg, error = _parse(message, BuyerMessage, parse_buyer_message)
+        text, msg, error = parse_message(message, BuyerMessage, parse_buyer_message)
         record.buyer_text, record.buyer_message, record.buyer_error = text, msg, error
         code = Violation.MALFORMED if msg is None else self._check_buyer(msg, offer_msg)
         if code is not Violation.OK:
@@ -282,6 +290,7 @@ class Market:
             counter_price=np.array([[math.nan if c is None else c[1] for c in counter]]),
             disclosed=self.disclosed[None],
             key=as_batch(inst.key, np.uint64),
+            dialogue=self._dialogue(),
         )
 
     def buyer_observation(self) -> BuyerObs:
@@ -311,7 +320,17 @@ class Market:
             turn=as_batch(self.turn, np.int64),
             key=as_batch(inst.key, np.uint64),
             num_buyers=inst.num_buyers,
+            dialogue=self._dialogue(),
         )
+
+    def _dialogue(self):
+        """The transcript as a one-market dialogue, so text agents read it as they do in
+        batched play."""
+        from arena.dialogue import Dialogue  # arena.dialogue builds on this module
+
+        d = Dialogue(0)
+        d.rows = [self.transcript]
+        return d
 
     @property
     def profit(self) -> float:
@@ -325,7 +344,7 @@ class Market:
         return out
 
 
-def _parse(message: object, kind: type, parser) -> tuple[str, object | None, str]:
+def parse_message(message: object, kind: type, parser) -> tuple[str, object | None, str]:
     """(raw text, parsed message or None, protocol error reason). Never raises."""
     if isinstance(message, kind):
         try:

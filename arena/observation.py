@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from arena.dialogue import Dialogue
 
 
 class LastDecision(IntEnum):
@@ -56,6 +60,13 @@ class SellerObs:
     counter_price: np.ndarray  # (B, N) nan if none
     disclosed: np.ndarray  # (B, N) the seller is told this buyer is an agent
     key: np.ndarray  # (B,) uint64 market key, for the policy's counter-based noise
+    dialogue: Dialogue | None = None  # the messages so far, where the market keeps them
+
+    def text(self, b: int) -> str:
+        """Market ``b`` as the seller may see it, as text (``arena.text.seller_view``)."""
+        from arena.text import seller_view
+
+        return seller_view(self, b)
 
     @property
     def batch_size(self) -> int:
@@ -98,6 +109,13 @@ class BuyerObs:
     turn: np.ndarray  # (B,) messages the seller has sent, this one included
     key: np.ndarray  # (B,) uint64 market key
     num_buyers: int  # N, the number of buyers in each market
+    dialogue: Dialogue | None = None  # the messages so far, where the market keeps them
+
+    def text(self, b: int) -> str:
+        """Market ``b`` as its answering buyer may see it (``arena.text.buyer_view``)."""
+        from arena.text import buyer_view
+
+        return buyer_view(self, b)
 
     @property
     def batch_size(self) -> int:
@@ -117,5 +135,8 @@ def take_rows(obs: SellerObs | BuyerObs, rows: np.ndarray) -> SellerObs | BuyerO
     out = {}
     for f in fields(obs):
         x = getattr(obs, f.name)
-        out[f.name] = x[rows] if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == b else x
+        if f.name == "dialogue" and x is not None:
+            out[f.name] = x.take(rows)
+        else:
+            out[f.name] = x[rows] if isinstance(x, np.ndarray) and x.ndim and x.shape[0] == b else x
     return type(obs)(**out)

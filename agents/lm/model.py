@@ -1,0 +1,194 @@
+"""The tiny default language model, its project-trained tokenizer, and loading any local LM.
+
+``build_tiny(out_dir)`` makes the default model offline, in seconds, on a CPU:
+
+1. a corpus of protocol text: scripted sellers and buyers play a few market configs with
+   the dialogue on, and every view each side was shown and every message it wrote is
+   kept (``arena.text`` renders them, so the tokenizer sees exactly what models read);
+2. a byte-level BPE tokenizer trained on it (``tokenizers``), digits always split one
+   by one so that prices are spelled digit by digit, with ``<pad>`` and ``<eos>``;
+3. a small Llama (``TinyModelConfig``: 2 layers, 96 wide by default) initialised from a
+   seed, saved with ``save_pretrained`` as safetensors + JSON beside ``tokenizer.json``.
+
+``load(path)`` opens that or any local causal-LM directory with ``from_pretrained``:
+safetensors only, no remote code.
+
+    python -m agents.lm.model --out DIR     # build the tiny default model in DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)
+from transformers.utils import logging as hf_logging
+
+from agents.lm.prompts import CUE
+from agents.rollout import play_batch
+from arena.config import MarketConfig
+from arena.generator import generate_batch
+
+PAD, EOS = "<pad>", "<eos>"
+
+# Loading and saving a model of a few hundred kilobytes needs no progress bar per call.
+hf_logging.disable_progress_bar()
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """The default model: a small Llama and the tokenizer it is built with."""
+
+    vocab_size: int = 512
+    """Tokenizer vocabulary, special tokens included (digits are always single tokens)."""
+    hidden_size: int = 96
+    """Width of the residual stream."""
+    intermediate_size: int = 256
+    """Width of each MLP."""
+    layers: int = 2
+    """Transformer blocks."""
+    heads: int = 4
+    """Attention heads (hidden_size must divide by it)."""
+    max_positions: int = 4096
+    """Longest prompt + completion the model is built for."""
+    seed: int = 0
+    """Seed of the weight initialisation and of the corpus markets."""
+    corpus_markets: int = 24
+    """Markets per (config, pairing) played to make the tokenizer's corpus."""
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must divide by heads {self.heads}")
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "layers", "heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+
+
+CORPUS_CONFIGS = (
+    MarketConfig(),
+    MarketConfig(agent_share=0.5, disclosure="mandatory", patience=3),
+    MarketConfig(
+        buyers=12, products=6, inventory=1, turns=10, price_range=(100.0, 1100.0), patience=2
+    ),
+    MarketConfig(buyers=3, products=2, inventory=1, turns=6),
+)
+
+
+def corpus(markets: int = 24, seed: int = 0) -> list[str]:
+    """Protocol text: every view and every message of scripted play on a few configs."""
+    from agents.scripted.buyers import Haggler, NoisyHuman, Truthful
+    from agents.scripted.sellers import DescendingOffers, GreedyMatcher, PricingBandit
+
+    texts = list(CUE.values())
+    pairings = [(GreedyMatcher, Haggler), (DescendingOffers, Truthful), (PricingBandit, NoisyHuman)]
+    for c, cfg in enumerate(CORPUS_CONFIGS):
+        for seller, buyer in pairings:
+            engine = play_batch(
+                generate_batch(cfg, seed + c, markets), seller(), buyer(), prompts=True
+            )
+            for b in range(markets):
+                for rec in engine.dialogue[b]:
+                    texts += [rec.seller_prompt, rec.seller_text]
+                    if rec.buyer_prompt:
+                        texts += [rec.buyer_prompt, rec.buyer_text]
+    return texts
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = 512) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with single-digit tokens, trained on ``texts``."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[PAD, EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, padding_side="left"
+    )
+
+
+def build_tiny(out_dir: str | Path, config: TinyModelConfig | None = None) -> Path:
+    """Build the tiny default model (tokenizer trained here, weights from the seed) in
+    ``out_dir``; returns the directory. Same config, same files."""
+    config = config or TinyModelConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(corpus(config.corpus_markets, config.seed), config.vocab_size)
+    llama = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.layers,
+        num_attention_heads=config.heads,
+        num_key_value_heads=config.heads,
+        max_position_embeddings=config.max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    # Weight initialisation draws from torch's global generator: seed it inside a fork so
+    # that the caller's random state is left as it was.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = LlamaForCausalLM(llama)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = None
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / "tiny_model.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    return out
+
+
+def load(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
+    """(model in eval mode, tokenizer with left padding) from a local directory:
+    safetensors weights only, no remote code. A clear ``ValueError`` for a directory
+    that is not a model."""
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise ValueError(f"{p}: not a model directory (no config.json)")
+    if not any(p.glob("*.safetensors")):
+        raise ValueError(f"{p}: no safetensors weights (pickled weights are not loaded)")
+    model = AutoModelForCausalLM.from_pretrained(
+        p, use_safetensors=True, trust_remote_code=False
+    ).to(device)
+    model.eval()
+    tokenizer = AutoTokenizer.from_pretrained(p, trust_remote_code=False)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the tiny default language model.")
+    parser.add_argument("--out", required=True, help="directory to write the model into")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    path = build_tiny(args.out, TinyModelConfig(seed=args.seed))
+    print(f"built {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,600 @@
+"""Train a language-model seller: supervised warm start on a teacher, then episode-level GRPO.
+
+One file, top to bottom (``train``):
+
+1. **Model.** A local causal-LM directory (``base_model``), or the tiny default built
+   from ``[model]`` (``agents.lm.model.build_tiny``) into ``OUT/base``.
+2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``; a
+   trained ``rl_seller`` once registered) plays ``sft.markets`` markets against the
+   buyers with prompts kept (``agents.lm.transcripts``); the model learns to write the
+   teacher's messages: cross-entropy on the completion tokens and the end-of-text token,
+   ``sft.epochs`` passes in seeded order. Saved as ``OUT/sft``.
+3. **Stage two, GRPO.** Each step draws ``grpo.groups`` fresh market instances and plays
+   every one ``grpo.group_size`` times (G complete episodes of the same market, the
+   model sampling with a different salt per member). An episode's reward is the
+   seller reward of ``arena.rewards`` (profit / W*_T - penalty x violations, summed over
+   its turns) plus a format term, ``format_weight`` x the share of its messages that
+   parsed. Advantages are normalized within each group, ``A = (R - mean) / (std + 1e-6)``
+   (0 where all G agree), and every message of an episode is weighted by its episode's
+   advantage::
+
+       loss = mean over messages [ -A * mean_t log pi(token_t) ]
+              + kl * mean over tokens [ exp(r) - r - 1 ],   r = log pi_ref - log pi
+
+   with the warm-started model as pi_ref (the k3 estimator of KL(pi || pi_ref)). One
+   gradient step per batch of episodes (on-policy, so no ratio or clipping is needed).
+4. **Outputs.** ``OUT/final`` (the trained model, safetensors + JSON, loadable by
+   ``LMSeller(path=...)``), ``OUT/curve.csv`` and ``OUT/curve.png`` (the learning curve),
+   ``OUT/train_config.json``. ``OUT/latest`` holds the model, the optimizer state
+   (safetensors + JSON) and the stage and step reached after every step, so a run
+   stopped at any moment resumes from there (``resume=True``) and ends as an
+   uninterrupted one would.
+
+Config (TOML; every key optional; ``LMTrainConfig`` documents each field)::
+
+    [train]                 # policy, side, seed, base_model, buyers, teacher, threads, ...
+    [model]                 # the tiny default (TinyModelConfig)
+    [market]                # a MarketConfig table, or  market = "path/to/file.toml"
+    [sft]                   # markets, epochs, batch, lr
+    [grpo]                  # steps, group_size, groups, lr, kl, format_weight, ...
+
+    python -m agents.lm.train CONFIG.toml --out DIR [--resume] [--device cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import shutil
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from agents import registry
+from agents.env import SellerEnv
+from agents.lm.model import TinyModelConfig, build_tiny, load
+from agents.lm.policy import LMSeller
+from agents.lm.transcripts import teacher_records
+from arena.config import MarketConfig, load_market_file
+from arena.generator import generate_keyed_batch
+from arena.rewards import VIOLATION_PENALTY
+
+POLICY_CLASSES = ("LMSeller",)
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Stage one: supervised warm start on the teacher's messages."""
+
+    markets: int = 256
+    """Teacher markets played for the data set (every seller message is one example)."""
+    epochs: int = 2
+    """Passes over the data set."""
+    batch: int = 16
+    """Examples per optimizer step."""
+    lr: float = 3e-3
+    """Adam learning rate."""
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Stage two: episode-level GRPO against the buyers."""
+
+    steps: int = 30
+    """Optimizer steps (each plays groups x group_size complete episodes)."""
+    group_size: int = 4
+    """G: episodes sampled on the same market instance."""
+    groups: int = 4
+    """Market instances per step."""
+    lr: float = 5e-4
+    """Adam learning rate."""
+    kl: float = 0.05
+    """Weight of the KL term to the warm-started model."""
+    format_weight: float = 0.1
+    """Reward for an episode whose messages all parse (pro rata)."""
+    penalty: float = VIOLATION_PENALTY
+    """Seller reward's cost per violation (arena.rewards)."""
+    temperature: float = 1.0
+    """Sampling temperature while playing."""
+    pool: int = 0
+    """0: fresh market instances every step; k > 0: cycle over a fixed pool of k market
+    instances (the same markets again and again: a clean learning signal for checks)."""
+
+
+@dataclass(frozen=True)
+class LMTrainConfig:
+    """Everything a run needs; ``train_config.json`` in the run folder holds it."""
+
+    policy: str = "LMSeller"
+    """The policy class trained (what ``arena train`` dispatches on)."""
+    side: str = "seller"
+    """The side trained (only the seller for now)."""
+    seed: int = 0
+    """One root seed: teacher markets, data order, training markets, sampling."""
+    base_model: str = ""
+    """A local causal-LM directory to start from; "": the tiny default of ``model``."""
+    buyers: str = "truthful"
+    """Buyer entry or population (``agents.registry.make_buyers``) played against."""
+    teacher: str = "greedy_matcher"
+    """Registry name of the seller imitated in stage one."""
+    threads: int = 1
+    """torch CPU threads (one is fastest on a shared machine)."""
+    max_new_tokens: int = 64
+    """Cap on the tokens of one generated message."""
+    max_prompt_tokens: int = 1536
+    """Longer prompts keep the market's state and the latest conversation."""
+    micro_batch: int = 16
+    """Sequences per forward/backward pass (memory only; the result is the same)."""
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    """The tiny default model (used when base_model is "")."""
+    market: MarketConfig = field(default_factory=MarketConfig)
+    """The markets trained on."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICY_CLASSES:
+            raise ValueError(f"policy: expected one of {', '.join(POLICY_CLASSES)}")
+        if self.side != "seller":
+            raise ValueError("side: only seller training is implemented for language models")
+        checks = [
+            (self.sft.markets >= 1 and self.sft.epochs >= 0 and self.sft.batch >= 1, "sft"),
+            (self.grpo.steps >= 0 and self.grpo.group_size >= 2 and self.grpo.groups >= 1,
+             "grpo (steps >= 0, group_size >= 2, groups >= 1)"),
+            (self.threads >= 1 and self.micro_batch >= 1, "threads and micro_batch >= 1"),
+        ]  # fmt: skip
+        for ok, what in checks:
+            if not ok:
+                raise ValueError(f"bad {what} settings")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base: Path | None = None) -> LMTrainConfig:
+        """From the TOML layout of the module docstring (unknown keys are an error)."""
+        data = dict(data)
+        known = {"train", "model", "market", "sft", "grpo"}
+        if unknown := sorted(set(data) - known):
+            raise ValueError(f"unknown table(s) {', '.join(unknown)}; known: {sorted(known)}")
+        top = dict(data.get("train", {}))
+        market = top.pop("market", None)
+        if isinstance(market, str):
+            path = Path(market) if base is None or Path(market).is_absolute() else base / market
+            market_cfg = load_market_file(str(path))
+        else:
+            market_cfg = MarketConfig.from_dict(data.get("market", {}))
+        return cls(
+            **_only(cls, top, "train"),
+            model=TinyModelConfig(**_only(TinyModelConfig, data.get("model", {}), "model")),
+            market=market_cfg,
+            sft=SFTConfig(**_only(SFTConfig, data.get("sft", {}), "sft")),
+            grpo=GRPOConfig(**_only(GRPOConfig, data.get("grpo", {}), "grpo")),
+        )
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> LMTrainConfig:
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as err:
+            raise ValueError(f"{path}: {err}") from None
+        return cls.from_dict(data, path.parent)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _only(cls, table: dict, name: str) -> dict:
+    names = {f.name for f in dataclasses.fields(cls)} - {"model", "market", "sft", "grpo"}
+    if unknown := sorted(set(table) - names):
+        raise ValueError(f"[{name}]: unknown key(s) {', '.join(unknown)}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+
+
+def is_lm_config(path: str | Path) -> bool:
+    """Whether a training config names a language-model policy class (``[train] policy``),
+    for a command that dispatches between trainers. Unreadable files are not."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    train_table = data.get("train")
+    return isinstance(train_table, dict) and train_table.get("policy") in POLICY_CLASSES
+
+
+def load_config(config: str | Path | LMTrainConfig) -> LMTrainConfig:
+    return config if isinstance(config, LMTrainConfig) else LMTrainConfig.from_toml(config)
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def sequence_logprobs(
+    model, examples: list[tuple[list[int], list[int]]], pad: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probabilities of each example's completion given its prompt:
+    (E, C) values and a (E, C) mask, C the longest completion. Right padding: real
+    tokens never attend to the padding after them."""
+    lengths = [len(p) + len(c) for p, c in examples]
+    width = max(lengths)
+    c_max = max(len(c) for _, c in examples)
+    ids = torch.full((len(examples), width), pad, dtype=torch.long)
+    for k, (p, c) in enumerate(examples):
+        ids[k, : lengths[k]] = torch.tensor(p + c, dtype=torch.long)
+    logits = model(input_ids=ids.to(device)).logits.float()
+    logp = torch.log_softmax(logits, dim=-1)
+    out = torch.zeros((len(examples), c_max), device=logits.device)
+    mask = torch.zeros((len(examples), c_max), device=logits.device)
+    for k, (p, c) in enumerate(examples):
+        pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logits.device)
+        target = torch.tensor(c, dtype=torch.long, device=logits.device)
+        out[k, : len(c)] = logp[k, pos, target]
+        mask[k, : len(c)] = 1.0
+    return out, mask
+
+
+def group_advantages(returns: np.ndarray, group_size: int) -> np.ndarray:
+    """(R - group mean) / (group std + 1e-6), groups of consecutive rows; 0 where a group's
+    returns are all equal."""
+    r = returns.reshape(-1, group_size)
+    std = r.std(axis=1, keepdims=True)
+    adv = np.where(std > 1e-9, (r - r.mean(axis=1, keepdims=True)) / (std + 1e-6), 0.0)
+    return adv.reshape(-1)
+
+
+def save_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
+    """Optimizer state as safetensors (tensors) + JSON (everything else)."""
+    state = opt.state_dict()
+    tensors, meta = {}, {"param_groups": state["param_groups"], "state": {}}
+    for idx, s in state["state"].items():
+        meta["state"][str(idx)] = {}
+        for name, value in s.items():
+            if torch.is_tensor(value):
+                tensors[f"{idx}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                meta["state"][str(idx)][name] = value
+    save_file(tensors, str(path.with_suffix(".safetensors")))
+    path.with_suffix(".json").write_text(json.dumps(meta))
+
+
+def load_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
+    meta = json.loads(path.with_suffix(".json").read_text())
+    tensors = load_file(str(path.with_suffix(".safetensors")))
+    state: dict[int, dict] = {int(k): dict(v) for k, v in meta["state"].items()}
+    for key, value in tensors.items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+class Curve:
+    """The learning curve: one CSV row per step, appended as it goes; a PNG at the end."""
+
+    FIELDS = ("stage", "step", "loss", "reward", "capture", "violation_rate", "kl", "wall_s")
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path = path
+        if not (resume and path.exists()):
+            with open(path, "w", newline="") as f:
+                csv.writer(f).writerow(self.FIELDS)
+
+    def truncate(self, stage: str, step: int) -> None:
+        """Drop rows past the checkpoint being resumed from (a step begun, not saved)."""
+        rows = self.rows()
+        order = {"sft": 0, "grpo": 1}
+        keep = [r for r in rows if (order[r["stage"]], int(r["step"])) < (order[stage], step)]
+        with open(self.path, "w", newline="") as f:
+            w = csv.DictWriter(f, self.FIELDS)
+            w.writeheader()
+            w.writerows(keep)
+
+    def add(self, **row: Any) -> None:
+        with open(self.path, "a", newline="") as f:
+            csv.writer(f).writerow([_fmt(row.get(k, "")) for k in self.FIELDS])
+
+    def rows(self) -> list[dict]:
+        with open(self.path, newline="") as f:
+            return list(csv.DictReader(f))
+
+    def plot(self, png: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        rows = self.rows()
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        sft = [r for r in rows if r["stage"] == "sft"]
+        grpo = [r for r in rows if r["stage"] == "grpo"]
+        if sft:
+            axes[0].plot([int(r["step"]) for r in sft], [float(r["loss"]) for r in sft])
+        axes[0].set(title="stage one: warm start", xlabel="step", ylabel="cross-entropy")
+        if grpo:
+            x = [int(r["step"]) for r in grpo]
+            axes[1].plot(x, [float(r["reward"]) for r in grpo], label="episode reward")
+            axes[1].plot(x, [float(r["capture"]) for r in grpo], label="capture")
+            axes[1].legend()
+        axes[1].set(title="stage two: GRPO", xlabel="step", ylabel="mean per episode")
+        fig.tight_layout()
+        fig.savefig(png, dpi=100)
+        plt.close(fig)
+
+
+def _fmt(x: Any) -> Any:
+    return f"{x:.6g}" if isinstance(x, float) else x
+
+
+def _save_model(model, tokenizer, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    return tmp
+
+
+def _commit(tmp: Path, path: Path) -> None:
+    """Replace ``path`` by ``tmp`` (a crash leaves either the old or the new one)."""
+    old = path.with_name(path.name + ".old")
+    if path.exists():
+        path.rename(old)
+    tmp.rename(path)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _checkpoint(out: Path, model, tokenizer, opt, stage: str, step: int, extra: dict) -> None:
+    """OUT/latest: model, optimizer and position, replaced as one unit."""
+    tmp = _save_model(model, tokenizer, out / "latest")
+    save_optimizer(opt, tmp / "optimizer")
+    (tmp / "position.json").write_text(json.dumps({"stage": stage, "step": step, **extra}))
+    _commit(tmp, out / "latest")
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def _encode(tokenizer, records: list[dict], max_prompt_tokens: int) -> list[tuple]:
+    from agents.lm.generate import encode_prompts
+
+    prompts = [r["prompt"] for r in records]
+    heads = [p.find("\nConversation") for p in prompts]
+    ids = encode_prompts(tokenizer, prompts, max_prompt_tokens, heads)
+    eos = tokenizer.eos_token_id
+    return [
+        (p, tokenizer(r["completion"], add_special_tokens=False)["input_ids"] + [eos])
+        for p, r in zip(ids, records, strict=True)
+    ]
+
+
+def _sft_step(model, opt, examples, cfg: LMTrainConfig, pad: int, device: str) -> float:
+    opt.zero_grad()
+    tokens = sum(len(c) for _, c in examples)
+    total = 0.0
+    for start in range(0, len(examples), cfg.micro_batch):
+        part = examples[start : start + cfg.micro_batch]
+        logp, mask = sequence_logprobs(model, part, pad, device)
+        loss = -(logp * mask).sum() / tokens
+        loss.backward()
+        total += float(loss.detach())
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return total
+
+
+def _play_groups(model, tokenizer, cfg: LMTrainConfig, step: int, device: str) -> dict:
+    """G episodes on each of the step's market instances; returns per-episode returns,
+    metrics and each message's tokens and episode row."""
+    g, n = cfg.grpo.group_size, cfg.grpo.groups
+    # Markets of stage two: fresh instances every step (or a fixed pool), from a stream of
+    # their own, so they are never the teacher's.
+    first = step * n if cfg.grpo.pool == 0 else (step * n) % cfg.grpo.pool
+    indices = np.repeat(np.arange(first, first + n), g)
+    batch = generate_keyed_batch(cfg.market, cfg.seed + 1_000_003, indices)
+    buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
+    env = SellerEnv.from_batch(batch, buyers, rewards=True, penalty=cfg.grpo.penalty, dialogue=True)
+    seller = LMSeller(
+        model=model,
+        tokenizer=tokenizer,
+        seed=cfg.seed + step,
+        temperature=cfg.grpo.temperature,
+        max_new_tokens=cfg.max_new_tokens,
+        max_prompt_tokens=cfg.max_prompt_tokens,
+        device=device,
+    )
+    seller.salt = np.tile(np.arange(g), n)
+    seller.trace = []
+    obs = env.reset()
+    seller.reset(batch.size)
+    returns = np.zeros(batch.size)
+    messages = np.zeros(batch.size)
+    parsed = np.zeros(batch.size)
+    episodes = {}
+    while not env.engine.all_done:
+        live = ~env.engine.done
+        action = seller.act(obs)
+        step_out = env.step(action)
+        returns += np.where(live, step_out.reward, 0.0)
+        messages += live
+        parsed += live & ~action.malformed
+        if "episodes" in step_out.info:
+            ep = step_out.info["episodes"]
+            for k, row in enumerate(ep["rows"]):
+                episodes[int(row)] = {name: float(ep[name][k]) for name in ep if name != "rows"}
+        obs = step_out.obs
+    fmt = parsed / np.maximum(messages, 1)
+    total = returns + cfg.grpo.format_weight * fmt
+    capture = np.array([episodes[r]["capture"] for r in range(batch.size)])
+    violations = np.array([episodes[r]["seller_violations"] for r in range(batch.size)])
+    return {
+        "return": total,
+        "capture": np.nan_to_num(capture),
+        "violation_rate": violations.sum() / max(messages.sum(), 1),
+        "trace": seller.trace,
+    }
+
+
+def _grpo_step(model, ref, opt, played: dict, cfg: LMTrainConfig, pad, eos, device) -> dict:
+    adv = group_advantages(played["return"], cfg.grpo.group_size)
+    examples = [(p, c + [eos] if ended else c) for _, p, c, ended in played["trace"]]
+    rows = np.array([r for r, *_ in played["trace"]])
+    keep = [k for k, (_, c) in enumerate(examples) if len(c) > 0]
+    opt.zero_grad()
+    total_loss = total_kl = 0.0
+    n_msg = len(keep)
+    n_tok = sum(len(examples[k][1]) for k in keep)
+    for start in range(0, n_msg, cfg.micro_batch):
+        part = keep[start : start + cfg.micro_batch]
+        ex = [examples[k] for k in part]
+        a = torch.tensor(adv[rows[part]], dtype=torch.float32, device=device)
+        logp, mask = sequence_logprobs(model, ex, pad, device)
+        with torch.no_grad():
+            ref_logp, _ = sequence_logprobs(ref, ex, pad, device)
+        per_msg = (logp * mask).sum(dim=1) / mask.sum(dim=1)
+        pg = -(a * per_msg).sum() / n_msg
+        r = (ref_logp - logp) * mask
+        kl = ((torch.exp(r) - r - 1.0) * mask).sum() / n_tok
+        loss = pg + cfg.grpo.kl * kl
+        loss.backward()
+        total_loss += float(loss.detach())
+        total_kl += float(kl.detach())
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return {"loss": total_loss, "kl": total_kl}
+
+
+# --------------------------------------------------------------------------- train
+
+
+def train(
+    config: str | Path | LMTrainConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    device: str = "cpu",
+    progress: bool = True,
+) -> Path:
+    """Run both stages (see the module docstring); returns ``OUT/final``.
+
+    ``resume``: continue a run stopped in ``out_dir`` from ``OUT/latest`` (the config
+    must be the one it was started with). Without it, an ``out_dir`` that already holds a
+    run is refused, so nothing is overwritten by mistake."""
+    from tqdm import tqdm
+
+    cfg = load_config(config)
+    out = Path(out_dir)
+    saved = out / "train_config.json"
+    if saved.exists():
+        if not resume:
+            raise ValueError(f"{out} already holds a training run; resume it or pick another")
+        if json.loads(saved.read_text()) != json.loads(json.dumps(cfg.to_json())):
+            raise ValueError(f"{out} was started with another config; it cannot resume this one")
+    out.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(cfg.to_json(), indent=2) + "\n")
+    torch.set_num_threads(cfg.threads)
+    t0 = time.perf_counter()
+
+    # --- model
+    if cfg.base_model:
+        base = Path(cfg.base_model)
+    else:
+        base = out / "base"
+        if not (base / "config.json").exists():
+            build_tiny(base, cfg.model)
+    position = {"stage": "sft", "step": 0}
+    latest = out / "latest"
+    if resume and (latest / "position.json").exists():
+        position = json.loads((latest / "position.json").read_text())
+        model, tokenizer = load(latest, device)
+    else:
+        model, tokenizer = load(base, device)
+    model.train()
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    curve = Curve(out / "curve.csv", resume)
+    if resume:
+        curve.truncate(position["stage"], position["step"])
+
+    # --- stage one: supervised warm start
+    teacher = registry.make(cfg.teacher, "seller", seed=cfg.seed)
+    buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
+    records = teacher_records(cfg.market, teacher, buyers, cfg.sft.markets, cfg.seed)
+    examples = _encode(tokenizer, records, cfg.max_prompt_tokens)
+    per_epoch = -(-len(examples) // cfg.sft.batch)
+    sft_steps = per_epoch * cfg.sft.epochs
+    bar = tqdm(total=sft_steps + cfg.grpo.steps, disable=not progress, desc="train", unit="step")
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.sft.lr)
+    if position["stage"] == "sft":
+        if position["step"] > 0:
+            load_optimizer(opt, latest / "optimizer")
+        bar.update(position["step"])
+        for step in range(position["step"], sft_steps):
+            epoch, k = divmod(step, per_epoch)
+            order = np.random.default_rng([cfg.seed, epoch]).permutation(len(examples))
+            chunk = [examples[i] for i in order[k * cfg.sft.batch : (k + 1) * cfg.sft.batch]]
+            loss = _sft_step(model, opt, chunk, cfg, pad, device)
+            curve.add(stage="sft", step=step, loss=loss, wall_s=time.perf_counter() - t0)
+            _checkpoint(out, model, tokenizer, opt, "sft", step + 1, {})
+            bar.update(1)
+            bar.set_postfix(stage="sft", loss=f"{loss:.3f}")
+        tmp = _save_model(model, tokenizer, out / "sft")
+        _commit(tmp, out / "sft")
+        position = {"stage": "grpo", "step": 0}
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.grpo.lr)
+        _checkpoint(out, model, tokenizer, opt, "grpo", 0, {})
+    else:
+        bar.update(sft_steps)
+
+    # --- stage two: GRPO
+    ref, _ = load(out / "sft", device)
+    ref.requires_grad_(False)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.grpo.lr)
+    if position["step"] > 0:
+        load_optimizer(opt, latest / "optimizer")
+    bar.update(position["step"])
+    for step in range(position["step"], cfg.grpo.steps):
+        model.eval()
+        played = _play_groups(model, tokenizer, cfg, step, device)
+        model.train()
+        stats = _grpo_step(model, ref, opt, played, cfg, pad, eos, device)
+        reward = float(played["return"].mean())
+        curve.add(
+            stage="grpo",
+            step=step,
+            loss=stats["loss"],
+            reward=reward,
+            capture=float(played["capture"].mean()),
+            violation_rate=float(played["violation_rate"]),
+            kl=stats["kl"],
+            wall_s=time.perf_counter() - t0,
+        )
+        _checkpoint(out, model, tokenizer, opt, "grpo", step + 1, {})
+        bar.update(1)
+        bar.set_postfix(stage="grpo", reward=f"{reward:.3f}")
+    bar.close()
+
+    tmp = _save_model(model, tokenizer, out / "final")
+    _commit(tmp, out / "final")
+    curve.plot(out / "curve.png")
+    return out / "final"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Train a language-model seller.")
+    parser.add_argument("config", help="training config (TOML)")
+    parser.add_argument("--out", required=True, help="run folder")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    path = train(args.config, args.out, resume=args.resume, device=args.device)
+    print(f"trained model: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""Language-model training on a tiny budget: both stages, the curve, resuming, the config."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from agents.lm import train as lm_train
+from agents.lm.train import LMTrainConfig, group_advantages
+
+ROOT = Path(__file__).resolve().parents[1]
+# Both stages on a tiny budget: the smoke config the project ships.
+TINY = LMTrainConfig.from_toml(ROOT / "agents/lm/configs/smoke.toml")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lm") / "run"
+    final = lm_train.train(TINY, out, progress=False)
+    return out, final
+
+
+def _curve(out: Path) -> list[dict]:
+    with open(out / "curve.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _weights(path: Path) -> dict[str, np.ndarray]:
+    return load_file(str(path / "model.safetensors"))
+
+
+def test_stage_one_loss_falls_and_stage_two_reward_rises(run):
+    out, final = run
+    rows = _curve(out)
+    sft = [float(r["loss"]) for r in rows if r["stage"] == "sft"]
+    reward = [float(r["reward"]) for r in rows if r["stage"] == "grpo"]
+    assert len(sft) == 64 and len(reward) == 8  # 8 epochs of 8 batches of teacher messages
+    assert np.mean(sft[-5:]) < 0.3 * np.mean(sft[:5])
+    assert np.mean(reward[-3:]) > np.mean(reward[:3]) + 0.05  # the same 4 markets each step
+    assert (out / "curve.png").stat().st_size > 0
+
+
+def test_every_trainable_parameter_changed_in_each_stage(run):
+    out, final = run
+    base, sft, end = _weights(out / "base"), _weights(out / "sft"), _weights(final)
+    assert base.keys() == sft.keys() == end.keys()
+    for name in base:
+        assert not np.array_equal(base[name], sft[name]), f"stage one left {name} unchanged"
+        assert not np.array_equal(sft[name], end[name]), f"stage two left {name} unchanged"
+
+
+def test_checkpoints_are_safetensors_and_json_only(run):
+    out, final = run
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert not [p for p in files if p.suffix in (".bin", ".pt", ".pth", ".pkl", ".pickle")]
+    for d in (final, out / "sft", out / "latest"):
+        assert (d / "model.safetensors").exists() and (d / "config.json").exists()
+        assert (d / "tokenizer.json").exists()
+    assert (out / "latest" / "optimizer.safetensors").exists()
+    assert json.loads((out / "latest" / "position.json").read_text()) == {
+        "stage": "grpo",
+        "step": 8,
+    }
+    assert json.loads((out / "train_config.json").read_text()) == json.loads(
+        json.dumps(TINY.to_json())
+    )
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["_sft_step", "_grpo_step"])
+def test_a_stopped_run_resumes_to_the_same_model(run, tmp_path, monkeypatch, where):
+    out, final = run
+    real = getattr(lm_train, where)
+    calls = {"n": 0}
+
+    def stop_on_the_third(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise _Stop
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lm_train, where, stop_on_the_third)
+    with pytest.raises(_Stop):
+        lm_train.train(TINY, tmp_path / "run", progress=False)
+    monkeypatch.setattr(lm_train, where, real)
+    with pytest.raises(ValueError, match="already holds a training run"):
+        lm_train.train(TINY, tmp_path / "run", progress=False)
+    resumed = lm_train.train(TINY, tmp_path / "run", resume=True, progress=False)
+    a, b = _weights(final), _weights(resumed)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert [r["stage"] + r["step"] for r in _curve(tmp_path / "run")] == [
+        r["stage"] + r["step"] for r in _curve(out)
+    ]
+
+
+def test_resuming_with_another_config_is_refused(run, tmp_path):
+    out, _ = run
+    other = LMTrainConfig(**{**TINY.__dict__, "seed": 1})
+    with pytest.raises(ValueError, match="another config"):
+        lm_train.train(other, out, resume=True, progress=False)
+
+
+def test_the_shipped_config_parses_and_bad_keys_are_named(tmp_path):
+    cfg = LMTrainConfig.from_toml(ROOT / "agents/lm/configs/seller.toml")
+    assert cfg.policy == "LMSeller" and cfg.teacher == "greedy_matcher"
+    assert cfg.market.buyers == 8 and cfg.market.turns == 12 and cfg.grpo.group_size == 4
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[grpo]\nstepz = 3\n")
+    with pytest.raises(ValueError, match=r"\[grpo\]: unknown key\(s\) stepz"):
+        LMTrainConfig.from_toml(bad)
+    bad.write_text("[train]\npolicy = 'Nope'\n")
+    with pytest.raises(ValueError, match="policy"):
+        LMTrainConfig.from_toml(bad)
+    market = tmp_path / "m.toml"
+    market.write_text("[market]\nbuyers = 3\n")
+    (tmp_path / "c.toml").write_text("[train]\nmarket = 'm.toml'\n")
+    assert LMTrainConfig.from_toml(tmp_path / "c.toml").market.buyers == 3
+
+
+def test_a_trainer_can_tell_language_model_configs(tmp_path):
+    assert lm_train.is_lm_config(ROOT / "agents/lm/configs/seller.toml")
+    other = tmp_path / "rl.toml"
+    other.write_text("[train]\npolicy = 'PairScorer'\n")
+    assert not lm_train.is_lm_config(other) and not lm_train.is_lm_config(tmp_path / "none")
+
+
+def test_group_advantages_are_normalized_within_groups():
+    adv = group_advantages(np.array([1.0, 3.0, 2.0, 2.0, 0.0, 0.0, 5.0, 5.0]), 2)
+    np.testing.assert_allclose(adv[:2], [-1.0, 1.0], atol=1e-5)
+    assert adv[2:].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]

@@ -64,7 +64,8 @@ class Entry:
     @property
     def all_params(self) -> dict[str, Any]:
         """Every parameter with its value for this entry (factory defaults included)."""
-        out = {k: v for k, v in _factory_params(self.factory).items() if k != "seed"}
+        params = _factory_params(self.factory).items()
+        out = {k: v for k, v in params if k != "seed" and not k.startswith("_")}
         return {**out, **self.params}
 
     def build(self, seed: int = 0, **overrides: Any) -> SellerPolicy | BuyerPolicy:

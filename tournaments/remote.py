@@ -35,6 +35,7 @@ class PolicyHost:
         self.info = {
             "kind": template.kind,
             "sees_private": getattr(template, "sees_private", False),
+            "reads_text": getattr(template, "reads_text", False),
         }
 
     def _build(self, seed: int):
@@ -73,6 +74,7 @@ class _Remote:
         self.info = _get(self.host.describe.remote())
         self.kind = self.info["kind"]
         self.sees_private = self.info["sees_private"]
+        self.reads_text = self.info.get("reads_text", False)
 
     def _call(self, method: str, *args):
         return _get(self.host.call.remote(self.session, method, *args))
@@ -80,14 +82,17 @@ class _Remote:
     def reset(self, batch_size: int) -> None:
         self._call("reset", batch_size)
 
+    def restart(self, rows: np.ndarray) -> None:
+        self._call("restart", rows)
+
     def close(self) -> None:
         _get(self.host.close.remote(self.session))
 
 
 @dataclass
 class RemoteSeller(_Remote, SellerPolicy):
-    def reveal(self, batch) -> None:
-        self._call("reveal", batch)
+    def reveal(self, batch, rows=None) -> None:
+        self._call("reveal", batch, rows)
 
     def act(self, obs) -> SellerAction:
         return self._call("act", obs)

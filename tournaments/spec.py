@@ -65,6 +65,7 @@ _TOURNAMENT_KEYS = {
     "transcripts",
     "hosted",
     "checkpoints",
+    "prompts",
 }
 
 
@@ -84,6 +85,7 @@ class TournamentSpec:
     populations: tuple[tuple[str, str], ...] = ()
     reference: str | None = None
     transcripts: int = 2  # markets per match whose full transcripts are kept
+    prompts: bool = False  # kept transcripts also hold what each side was shown (for export)
     hosted: tuple[str, ...] = ()  # entries served from their own actor (besides the registry's)
     checkpoints: tuple[tuple[str, str], ...] = ()  # (entry name, weights sha256) of checkpoints
     # The checkpoints' bytes, carried to every worker (no shared filesystem needed); a
@@ -212,6 +214,7 @@ class TournamentSpec:
                 "buyers": list(self.buyers),
                 "disclosure": list(self.disclosure),
                 "transcripts": self.transcripts,
+                **({"prompts": True} if self.prompts else {}),
                 "hosted": list(self.hosted),
                 **({"reference": self.reference} if self.reference else {}),
                 **({"checkpoints": dict(self.checkpoints)} if self.checkpoints else {}),
@@ -235,6 +238,12 @@ def _int_key(t: dict, key: str, default: int, low: int) -> int:
     value = t.get(key, default)
     _check(_is_int(value), f"tournament.{key} must be an integer, got {value!r}")
     _check(value >= low, f"tournament.{key} must be >= {low}, got {value}")
+    return value
+
+
+def _bool_key(t: dict, key: str, default: bool) -> bool:
+    value = t.get(key, default)
+    _check(isinstance(value, bool), f"tournament.{key} must be true or false, got {value!r}")
     return value
 
 
@@ -374,6 +383,7 @@ def spec_from_dict(
         hosted=tuple(_str_list(t, "hosted", [])),
         checkpoints=checkpoints,
         checkpoint_data=data_list,
+        prompts=_bool_key(t, "prompts", False),
     )
     if check_entries:
         spec.check_entries()

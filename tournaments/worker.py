@@ -15,9 +15,8 @@ import json
 import numpy as np
 
 from agents import registry
-from agents.evaluate import evaluate_batch
-from agents.rollout import play_reference
-from arena.generator import MarketBatch, generate, generate_batch
+from agents.evaluate import evaluate_with_transcripts
+from arena.generator import MarketBatch, generate_batch
 from arena.metrics import welfare_bounds
 from tournaments.remote import RemoteBuyer, RemoteSeller
 from tournaments.spec import TournamentSpec
@@ -66,22 +65,16 @@ class MatchWorker:
         session = f"{unit.match_id}#{unit.start}"
         seller, buyer = self._policies(match, seeds, session)
         batch, w_star = self._markets(match, unit)
+        # Transcripts of the first ``spec.transcripts`` markets are kept during this very
+        # play (no market is replayed, so a language model writes each message once).
+        keep = range(0, max(0, min(unit.stop, self.spec.transcripts) - unit.start))
         try:
-            metrics = evaluate_batch(batch, seller, buyer, w_star)
+            metrics, kept = evaluate_with_transcripts(
+                batch, seller, buyer, keep, w_star, prompts=self.spec.prompts
+            )
         finally:
             _close(seller, buyer)
-        transcripts = {}
-        for k in range(unit.start, min(unit.stop, self.spec.transcripts)):
-            # The reference market plays the same game (tests hold the engines equal) and
-            # keeps the raw text of every message.
-            seller, buyer = self._policies(match, seeds, f"{session}#t{k}")
-            try:
-                market = play_reference(
-                    generate(match.market_config, self.spec.seed, k), seller, buyer
-                )
-            finally:
-                _close(seller, buyer)
-            transcripts[k] = json.dumps([r.to_dict() for r in market.transcript])
+        transcripts = {k: json.dumps(turns) for k, turns in kept.items()}
         table = np.stack([np.asarray(metrics[name], dtype=float) for name in STORED_METRICS])
         return UnitResult(unit, table, transcripts)
 

@@ -104,17 +104,45 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from tournaments.store import ResultStore
 
+    if not args.to and not args.transcripts:
+        raise CliError("export what? --to FILE.csv|FILE.json and/or --transcripts FILE.jsonl")
     store = ResultStore.open(args.dir)
     try:
-        n = store.export_csv(args.to) if args.to.endswith(".csv") else None
-        if n is None:
-            if not args.to.endswith(".json"):
+        if args.to:
+            if args.to.endswith(".csv"):
+                n = store.export_csv(args.to)
+            elif args.to.endswith(".json"):
+                n = store.export_json(args.to)
+            else:
                 raise CliError(f"export to .csv or .json, got {args.to!r}")
-            n = store.export_json(args.to)
+            print(f"{n} market rows written to {args.to}")
+        if args.transcripts:
+            n = _export_transcripts(store, args.transcripts)
+            print(f"{n} prompt/completion records written to {args.transcripts}")
     finally:
         store.close()
-    print(f"{n} market rows written to {args.to}")
     return 0
+
+
+def _export_transcripts(store, path: str) -> int:
+    """Every kept transcript as prompt/completion records (JSONL), both sides."""
+    from agents.lm.transcripts import prompt_completion, to_jsonl
+
+    if not path.endswith(".jsonl"):
+        raise CliError(f"--transcripts: write a .jsonl file, got {path!r}")
+    records = []
+    for match_id, market in store.transcript_keys():
+        turns = store.transcript(match_id, market) or []
+        for side in ("seller", "buyer"):
+            for rec in prompt_completion(turns, side, market):
+                records.append({"match_id": match_id, **rec})
+    if store.transcript_keys() and not records:
+        raise CliError(
+            "this run kept no prompts; set prompts = true in its [tournament] table to "
+            "export prompt/completion records"
+        )
+    to_jsonl(records, path)
+    return len(records)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -139,7 +167,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--market", type=nonneg_int, default=0, help="market index")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("export", help="export a run's market rows to CSV or JSON")
+    p = sub.add_parser(
+        "export", help="export a run's market rows (CSV, JSON) or its transcripts (JSONL)"
+    )
     p.add_argument("dir", metavar="DIR", help="run folder")
-    p.add_argument("--to", required=True, metavar="FILE", help="FILE.csv or FILE.json")
+    p.add_argument("--to", metavar="FILE", help="FILE.csv or FILE.json: every market row")
+    p.add_argument(
+        "--transcripts",
+        metavar="FILE.jsonl",
+        help="kept transcripts as prompt/completion records (a run with prompts = true)",
+    )
     p.set_defaults(func=cmd_export)

@@ -2,6 +2,10 @@
 
     arena train seller --config agents/rl/configs/seller.toml --out runs/rl_seller
     arena train buyer --config agents/rl/configs/buyer.toml --out runs/rl_buyer --resume
+    arena train seller --config agents/lm/configs/seller.toml --out runs/lm_seller
+
+A config whose ``[train] policy`` names a language-model class goes to the language-model
+trainer (``agents.lm.train``: warm start, then GRPO); any other to PPO (``agents.rl.ppo``).
 
 The folder ``--out`` becomes a checkpoint (``model.safetensors`` + ``config.json``) that
 any command or spec takes wherever it takes an entry name, beside the learning curve
@@ -39,6 +43,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agents.lm.train import is_lm_config
+
+    if is_lm_config(args.config):
+        return _train_language_model(args)
     from agents.rl.checkpoint import CheckpointError
     from agents.rl.config import load_train_config
     from agents.rl.ppo import TrainError, train
@@ -58,6 +66,22 @@ def run(args: argparse.Namespace) -> int:
     except (TrainError, CheckpointError) as err:
         raise CliError(str(err)) from None
     _summary(out)
+    return 0
+
+
+def _train_language_model(args: argparse.Namespace) -> int:
+    """A config whose ``[train] policy`` is a language-model class: supervised warm start
+    on a teacher's transcripts, then GRPO (``agents.lm.train``)."""
+    from agents.lm.train import load_config, train
+
+    for flag in ("iterations", "seed", "stop_after"):
+        if getattr(args, flag) is not None:
+            raise CliError(f"--{flag.replace('_', '-')}: not for a language-model config")
+    cfg = load_config(args.config)
+    if cfg.side != args.side:
+        raise CliError(f"{args.config} trains a {cfg.side}, not a {args.side}")
+    out = train(cfg, args.out, resume=args.resume, device=args.device, progress=not args.quiet)
+    print(f"checkpoint: {out}")
     return 0
 
 

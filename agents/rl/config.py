@@ -176,6 +176,10 @@ class TrainConfig:
     imitation_smoothing: float = 0.1
     """Label smoothing of the warm start (keeps the policy from collapsing on the
     teacher's move, so that PPO can explore from it)."""
+    imitation_spread: float = 0.2
+    """Share of the warm start's price target moved from the expert's price to the levels
+    around it (where the expert's own move was the teacher's), so exploration starts
+    close to the expert."""
     target_kl: float = 0.02
     """Stop an update's epochs once the approximate KL to the rollout policy exceeds
     this (0: never)."""
@@ -217,7 +221,7 @@ class TrainConfig:
             x = getattr(self, name)
             if not isinstance(x, int | float) or not x > 0:
                 raise ValueError(f"train.{name}: expected a positive number, got {x!r}")
-        for name in ("gamma", "gae_lambda", "imitation_smoothing"):
+        for name in ("gamma", "gae_lambda", "imitation_smoothing", "imitation_spread"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"train.{name}: expected a number in [0, 1]")
         for name in ("ent_coef", "ent_end", "penalty", "target_kl"):

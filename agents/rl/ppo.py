@@ -374,6 +374,23 @@ def _smoothed_ce(logits: torch.Tensor, target: torch.Tensor, eps: float) -> torc
     return -((1.0 - eps) * picked + eps * uniform).mean()
 
 
+def _level_ce(
+    policy: RLSeller, logits: torch.Tensor, target: torch.Tensor, eps: float, spread: float
+) -> torch.Tensor:
+    """The price level's smoothed cross-entropy; where the teacher played the expert's own
+    price, a further ``spread`` of the target goes to the levels around it, so that PPO
+    starts out trying small departures from the expert (where its gains are)."""
+    loss = _smoothed_ce(logits, target, eps)
+    if spread <= 0:
+        return loss
+    logp = torch.log_softmax(logits, dim=-1)
+    near = list(range(policy.expert_level + 1, policy.levels))
+    on_expert = (target == policy.expert_level).to(logp.dtype)
+    # CE of (1 - eps - spread) on the target, spread spread over ``near``, eps uniform.
+    around = -logp[:, near].mean(-1) + logp.gather(1, target[:, None])[:, 0]
+    return loss + spread * (on_expert * around).mean()
+
+
 def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict]:
     """Behaviour cloning of ``cfg.imitate`` (cross-entropy on its pair and price level),
     with the value head fitted to the teacher's returns, so that PPO starts from the
@@ -408,8 +425,8 @@ def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict
                     data["level_ok"][idx],
                 )
                 eps = cfg.imitation_smoothing
-                ce = _smoothed_ce(logits, data["pair"][idx], eps) + _smoothed_ce(
-                    plog, data["level"][idx], eps
+                ce = _smoothed_ce(logits, data["pair"][idx], eps) + _level_ce(
+                    policy, plog, data["level"][idx], eps, cfg.imitation_spread
                 )
                 v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
                 loss = ce + cfg.vf_coef * v_loss

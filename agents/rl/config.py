@@ -180,6 +180,9 @@ class TrainConfig:
     """Share of the warm start's price target moved from the expert's price to the levels
     around it (where the expert's own move was the teacher's), so exploration starts
     close to the expert."""
+    learned_disclosure: bool = False
+    """Buyer side: also learn, per market, whether to disclose under the voluntary rule
+    (a disclosure head, trained on markets of the voluntary rule)."""
     target_kl: float = 0.02
     """Stop an update's epochs once the approximate KL to the rollout policy exceeds
     this (0: never)."""
@@ -233,6 +236,8 @@ class TrainConfig:
             raise ValueError("no [[opponents]]: the learner needs someone to play")
         if self.family is None:
             raise ValueError("no [family]: the learner needs markets")
+        if self.learned_disclosure and self.side != "buyer":
+            raise ValueError("train.learned_disclosure: a buyer-side option")
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
 

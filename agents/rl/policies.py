@@ -123,6 +123,7 @@ class SellerDecision:
     level_ok: np.ndarray  # (B, K) bool, the allowed levels of the chosen pair
     logp: np.ndarray  # (B,) log-probability of the choice
     value: np.ndarray  # (B,)
+    expert_pair: np.ndarray  # (B,) the pair the expert would pick (its price is its level)
 
 
 class RLSeller(SellerPolicy):
@@ -211,6 +212,7 @@ class RLSeller(SellerPolicy):
             level_ok=level_ok,
             logp=logp.cpu().numpy(),
             value=value.cpu().numpy(),
+            expert_pair=np.argmax(self._table[0].reshape(b, n * m), axis=1),
         )
 
     def _u(self, obs: SellerObs, stream: int) -> np.ndarray:

@@ -138,6 +138,7 @@ def seller_rollout(
             "value",
             "reward",
             "done",
+            "expert_pair",
         )
     }
     episodes = []
@@ -157,6 +158,7 @@ def seller_rollout(
             ("value", d.value),
             ("reward", step.reward),
             ("done", step.done),
+            ("expert_pair", d.expert_pair),
         ):
             cols[k].append(a)
         if step.done.any():
@@ -177,6 +179,7 @@ def seller_rollout(
     data["ret"] = torch.from_numpy((adv + value).reshape(-1)).float()
     data["pair"] = data["pair"].long()
     data["level"] = data["level"].long()
+    data["expert_pair"] = data["expert_pair"].long()
     stats = _episode_stats(episodes)
     stats["step_reward"] = float(reward.mean())
     return Rollout(data, stats)
@@ -482,15 +485,18 @@ def ppo_update(
         if cfg.target_kl and stats["approx_kl"] and stats["approx_kl"][-1] > cfg.target_kl:
             break  # the policy has moved far enough from the one that collected the data
         for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+            expert = torch.zeros(())
             if isinstance(policy, RLSeller):
                 x = [data[k][idx] for k in ("pair_x", "buyer_x", "product_x", "market_x")]
-                logp, ent, value, _, _ = policy.evaluate(
+                logp, ent, value, logits, plog = policy.evaluate(
                     x,
                     data["open"][idx],
                     data["pair"][idx],
                     data["level"][idx],
                     data["level_ok"][idx],
                 )
+                if cfg.expert_coef > 0:
+                    expert = _expert_nll(policy, logits, plog, data, idx)
             else:
                 logp, ent, value = policy.evaluate(
                     data["x"][idx],
@@ -507,12 +513,13 @@ def ppo_update(
             ratio = log_ratio.exp()
             pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
             v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
-            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss
+            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + cfg.expert_coef * expert
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
+                stats.setdefault("expert_nll", []).append(float(expert))
                 stats["policy_loss"].append(float(pg))
                 stats["value_loss"].append(float(v_loss))
                 stats["entropy"].append(float(ent.mean()))
@@ -522,6 +529,17 @@ def ppo_update(
     if "disc_x" in data:
         out.update(_disclosure_update(policy, optimizer, data, cfg, ent_coef, g))
     return out
+
+
+def _expert_nll(policy: RLSeller, logits, plog, data: dict, idx) -> torch.Tensor:
+    """How unlikely the expert's own move is under the policy: the expert's pair, and its
+    price level where the sampled pair was the expert's. A small weight on it keeps the
+    policy on the expert's move wherever departing from it has not proved better."""
+    pair = data["expert_pair"][idx]
+    nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0]
+    same = (data["pair"][idx] == pair).to(nll.dtype)
+    level = torch.log_softmax(plog, -1)[:, policy.expert_level]
+    return (nll - same * level).mean()
 
 
 def _disclosure_update(policy: RLBuyer, optimizer, data: dict, cfg: TrainConfig,

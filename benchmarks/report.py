@@ -36,6 +36,8 @@ import time
 
 from tabulate import tabulate
 
+from tournaments.cli.common import HelpFormatter
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 # The steps of ``arena report`` (tournaments/cli/tournament.py), timed one by one. As
@@ -88,10 +90,14 @@ def run_once(folder: str, scratch: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", nargs="?", default=os.path.join("runs", "default-seed0"))
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--json", action="store_true")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter
+    )
+    ap.add_argument(
+        "run", nargs="?", default=os.path.join("runs", "default-seed0"), help="run folder"
+    )
+    ap.add_argument("--repeats", type=int, default=5, help="runs, each in a fresh process")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.run, "results.sqlite")):
         sys.exit(f"no run in {args.run}: arena tournament tournaments/specs/default.toml first")

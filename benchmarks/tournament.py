@@ -26,6 +26,8 @@ import tempfile
 
 from tabulate import tabulate
 
+from tournaments.cli.common import HelpFormatter
+
 DEFAULT_SPEC = os.path.join(os.path.dirname(__file__), "..", "tournaments", "specs", "default.toml")
 
 CHILD = """
@@ -62,8 +64,8 @@ def run(spec: str, markets: str, workers: int, mode: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--spec", default=DEFAULT_SPEC)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    ap.add_argument("--spec", default=os.path.relpath(DEFAULT_SPEC), help="tournament spec")
     ap.add_argument("--markets", type=int, help="override markets per match")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")

@@ -108,23 +108,19 @@ def run_tournament(
         bar = _NoBar()
         if left and use_ray:
             ctx["ray"] = True
-            with _ray_output(folder / LOG_NAME) as terminal:
-                bar = _progress(total, total - left, spec, progress, terminal)
-                try:
-                    _run_ray(
-                        spec, todo, workers, address, store_result, ctx,
-                        connect_timeout or CONNECT_TIMEOUT_S,
-                    )  # fmt: skip
-                finally:
-                    bar.close()
+            with (
+                _ray_output(folder / LOG_NAME) as terminal,
+                _progress(total, total - left, spec, progress, ctx, terminal) as bar,
+            ):
+                _run_ray(
+                    spec, todo, workers, address, store_result, ctx,
+                    connect_timeout or CONNECT_TIMEOUT_S,
+                )  # fmt: skip
         elif left:
             if spec.hosted_entries():
                 raise ValueError("hosted entries need Ray: run without --no-ray")
-            bar = _progress(total, total - left, spec, progress, None)
-            try:
+            with _progress(total, total - left, spec, progress, ctx) as bar:
                 _run_here(spec, todo, store_result)
-            finally:
-                bar.close()
         return RunSummary(
             folder=folder,
             units_total=total,
@@ -345,15 +341,23 @@ class _NoBar:
     def update(self, n: int) -> None:
         pass
 
-    def close(self) -> None:
-        pass
 
-
-def _progress(total: int, done: int, spec: TournamentSpec, enabled: bool, file=None):
+@contextlib.contextmanager
+def _progress(total: int, done: int, spec: TournamentSpec, enabled: bool, ctx: dict, file=None):
+    """The run's progress bar; one that stopped before its first unit is cleared (the error
+    says why)."""
     if not enabled:
-        return _NoBar()
+        yield _NoBar()
+        return
     from tqdm import tqdm
 
-    return tqdm(
+    bar = tqdm(
         total=total, initial=done, unit="unit", desc=spec.name, dynamic_ncols=True, file=file
     )
+    try:
+        yield bar
+    except BaseException:
+        bar.leave = ctx["units"] > 0
+        raise
+    finally:
+        bar.close()

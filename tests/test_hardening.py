@@ -329,9 +329,12 @@ def test_quiet_prints_only_the_final_table(capsys, tmp_path):
     assert out.startswith("Ratings\n") and "played" not in out and "report with" not in out
 
 
-def test_the_report_shows_its_progress(capsys, tmp_path):
+def test_the_report_shows_its_progress(capsys, tmp_path, monkeypatch):
     spec = spec_file(tmp_path, TINY)
     run(capsys, "tournament", spec, "--out", str(tmp_path / "r"), "--no-ray", "--quiet")
+    code, out, err = run(capsys, "report", str(tmp_path / "r"))
+    assert code == 0 and err == ""  # no progress where stderr is no terminal
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code, out, err = run(capsys, "report", str(tmp_path / "r"))
     assert code == 0 and "Surplus split" in out
     for step in ("reading 240 market rows", "plot: surplus split", "ratings (Bradley-Terry"):

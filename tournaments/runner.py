@@ -351,9 +351,9 @@ def _progress(total: int, done: int, spec: TournamentSpec, enabled: bool, ctx: d
         return
     from tqdm import tqdm
 
-    bar = tqdm(
-        total=total, initial=done, unit="unit", desc=spec.name, dynamic_ncols=True, file=file
-    )
+    # None: no bar where the output is no terminal (a pipe, a log file).
+    bar = tqdm(total=total, initial=done, unit="unit", desc=spec.name, dynamic_ncols=True,
+               file=file, disable=None)  # fmt: skip
     try:
         yield bar
     except BaseException:

@@ -154,6 +154,7 @@ class Steps:
                 leave=False,
                 dynamic_ncols=True,
                 bar_format="{desc} [{elapsed}]",
+                disable=None,  # none where stderr is no terminal
             )
 
     def __call__(self, what: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from arena.config import MarketConfig
+from tournaments.text import plural
 
 MAX_MARKETS_PER_MATCH = 1_000_000
 """``tournament.markets`` and ``--markets``."""
@@ -79,7 +80,7 @@ def check_workers(workers: int, local_cpus: int | None = None) -> None:
         raise LimitError(f"--workers: at most {MAX_WORKERS}, got {workers}")
     if local_cpus is not None and workers > local_cpus:
         raise LimitError(
-            f"--workers {workers}: this machine has {local_cpus} CPUs for a local Ray "
+            f"--workers {workers}: this machine has {plural(local_cpus, 'CPU')} for a local Ray "
             f"instance; use --workers {local_cpus} or fewer, or join a cluster with --address"
         )
 

@@ -24,6 +24,7 @@ from tournaments import limits
 from tournaments.remote import PolicyHost
 from tournaments.spec import TournamentSpec
 from tournaments.store import DB_NAME, ResultStore
+from tournaments.text import plural
 from tournaments.types import Unit, UnitResult
 from tournaments.worker import MatchWorker, count_units, plan_units
 
@@ -83,7 +84,7 @@ def run_tournament(
         unit_markets = _stored_unit_markets(folder) or fitting
     elif unit_markets > fitting:
         raise limits.LimitError(
-            f"units of {unit_markets} markets do not fit a unit's memory here; at most "
+            f"units of {plural(unit_markets, 'market')} do not fit a unit's memory here; at most "
             f"{fitting} (tournaments.limits)"
         )
     t0 = time.perf_counter()
@@ -220,7 +221,7 @@ def _run_ray(
         cpus = ray.cluster_resources().get("CPU", 0.0)
         if cpus < workers:
             raise TournamentError(
-                f"the Ray cluster has {cpus:g} CPUs for {workers} workers; "
+                f"the Ray cluster has {plural(int(cpus), 'CPU')} for {plural(workers, 'worker')}; "
                 f"use --workers {int(cpus)}"
             )
         remote_worker = ray.remote(num_cpus=1)(MatchWorker)

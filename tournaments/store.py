@@ -37,6 +37,7 @@ import numpy as np
 
 from tournaments.records import MatchTable, Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
+from tournaments.text import plural
 from tournaments.types import COLUMNS, STORED_METRICS, UnitResult
 
 DB_NAME = "results.sqlite"
@@ -138,8 +139,8 @@ class ResultStore:
         if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
             conn.close()
             raise StoreError(
-                f"{folder} was cut into units of {stored['unit_markets']} markets, not "
-                f"{unit_markets}; resume with the same unit size"
+                f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
+                f"not {unit_markets}; resume with the same unit size"
             )
         # spec.json first: a run killed after the commit below still has it.
         try:

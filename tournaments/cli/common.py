@@ -6,6 +6,8 @@ import argparse
 import math
 from collections.abc import Iterable
 
+from tournaments.text import plural  # noqa: F401 - the commands count in words
+
 
 class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
@@ -84,11 +86,6 @@ def _int(text: str) -> int | None:
         return int(text)
     except ValueError:
         return None
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 market``, ``2 markets``, ``1,000 markets``; ``many`` for irregular plurals."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def number(x: float, digits: int = 2) -> str:

@@ -20,6 +20,7 @@ from tournaments.cli.common import (
     json_safe,
     nonneg_int,
     number,
+    plural,
     print_transcript,
 )
 
@@ -60,7 +61,7 @@ def _check_kinds(buyers: str, buyer, cfg: MarketConfig) -> None:
     if cfg.num_agents == 0:
         raise CliError(
             f"--buyers {buyers!r} splits buyers by kind, but no buyer of this market is an "
-            f"agent (agent_share = {cfg.agent_share:g} of {cfg.buyers} buyers); set "
+            f"agent (agent_share = {cfg.agent_share:g} of {plural(cfg.buyers, 'buyer')}); set "
             "agent_share in a --market FILE.toml, or name one entry"
         )
     if cfg.num_agents == cfg.buyers:
@@ -86,7 +87,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     market = play_reference(instance, seller, buyer)
     lo, hi = cfg.price_range
     print(
-        f"market {args.index} (seed {args.seed}): {cfg.buyers} buyers, {cfg.products} products,"
+        f"market {args.index} (seed {args.seed}): {plural(cfg.buyers, 'buyer')}, "
+        f"{plural(cfg.products, 'product')},"
         f" T={cfg.turns}, prices [{lo:g}, {hi:g}], disclosure {cfg.disclosure}"
     )
     print(f"seller {args.seller} vs buyers {args.buyers}")
@@ -181,7 +183,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for name in EVAL_METRICS
     ]
     print(
-        f"{args.seller} vs {args.buyers}: {args.markets} markets, seed {args.seed}, "
+        f"{args.seller} vs {args.buyers}: {plural(args.markets, 'market')}, seed {args.seed}, "
         f"disclosure {cfg.disclosure}"
     )
     print(tabulate(rows, headers=["metric", "mean", "95% CI"], disable_numparse=True))

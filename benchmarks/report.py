@@ -13,7 +13,7 @@ Each repeat runs in a fresh Python process, as ``arena report DIR`` does, and ti
 * total: the process from start to end (interpreter start-up included);
 * total cpu: CPU seconds of the report's process and of its Elo process together.
 
-The table shows the minimum and the median of ``--repeats`` runs: on a shared 2-core
+The table shows the minimum, median and maximum of ``--repeats`` runs: on a shared 2-core
 machine a single run moves with whatever else the machine does.
 
     python benchmarks/report.py [RUN_DIR] [--repeats 5] [--json]
@@ -107,6 +107,7 @@ def main() -> None:
         step: {
             "min": min(r[step] for r in runs),
             "median": statistics.median(r[step] for r in runs),
+            "max": max(r[step] for r in runs),
         }
         for step in STEPS
     }
@@ -116,8 +117,16 @@ def main() -> None:
     )
     print(
         tabulate(
-            [[s, f"{summary[s]['min']:.2f}", f"{summary[s]['median']:.2f}"] for s in STEPS],
-            headers=["step", "min s", "median s"],
+            [
+                [
+                    s,
+                    f"{summary[s]['min']:.2f}",
+                    f"{summary[s]['median']:.2f}",
+                    f"{summary[s]['max']:.2f}",
+                ]
+                for s in STEPS
+            ],  # fmt: skip
+            headers=["step", "min s", "median s", "max s"],
             disable_numparse=True,
         )
     )

@@ -37,7 +37,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="run a benchmark of benchmarks/ and print its figures",
-        description="Run a benchmark script of a source checkout; flags after the name go to "
+        description="Run a benchmark script of a source checkout; flags after the name go to\n"
         "the script (e.g. arena bench engine --json).",
     )
     kinds = p.add_subparsers(dest="which", required=True, metavar="NAME")

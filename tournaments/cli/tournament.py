@@ -266,7 +266,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "show",
         help="list a run's kept transcripts, or print one",
-        description="Without --match: the match ids with kept transcripts (--filter TEXT: "
+        description="Without --match: the match ids with kept transcripts (--filter TEXT:\n"
         "those containing TEXT). With --match: that transcript, its outcome and violations.",
     )
     p.add_argument("dir", metavar="DIR", help="run folder")

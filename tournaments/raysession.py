@@ -305,6 +305,8 @@ def connect(address: str | None, workers: int, timeout: float = CONNECT_TIMEOUT_
     if ray.is_initialized():
         return RaySession(owned=False)
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if address == "local":  # Ray's word for a new local instance
+        address = None
     if address:
         _use_token()
         probe(address, timeout)

@@ -74,7 +74,7 @@ def run_tournament(
     ``connect_timeout``: seconds to join a cluster before giving up (default 30).
     A folder this call created is removed again if the run stops before it stored
     anything (a cluster that cannot be joined leaves no half-made folder)."""
-    from tournaments.raysession import CONNECT_TIMEOUT_S, LOG_NAME
+    from tournaments.raysession import CONNECT_TIMEOUT_S, LOG_NAME, output_to
 
     if workers < 1:
         raise ValueError(f"workers: expected a positive integer, got {workers}")
@@ -110,7 +110,7 @@ def run_tournament(
         if left and use_ray:
             ctx["ray"] = True
             with (
-                _ray_output(folder / LOG_NAME) as terminal,
+                output_to(folder / LOG_NAME) as terminal,
                 _progress(total, total - left, spec, progress, ctx, terminal) as bar,
             ):
                 _run_ray(
@@ -136,7 +136,7 @@ def run_tournament(
     except BaseException:
         if created and ctx["units"] == 0 and not done:
             store.close()
-            _remove_new_folder(folder, created)
+            _remove_new_folder(created)
         raise
     finally:
         store.close()
@@ -167,8 +167,8 @@ def _created_by_us(folder: Path) -> Path | None:
     return top
 
 
-def _remove_new_folder(folder: Path, top: Path) -> None:
-    """Remove a run folder this call made, with the folders above it it made."""
+def _remove_new_folder(top: Path) -> None:
+    """Remove the folders this call made for its run folder (the topmost of them)."""
     import shutil
 
     with contextlib.suppress(OSError):
@@ -188,14 +188,15 @@ def _run_here(spec: TournamentSpec, todo: Iterator[Unit], store_result) -> None:
         store_result(result)
 
 
-@contextlib.contextmanager
-def _ray_output(path: Path):
-    """Ray's own output to the run's log file while it runs; the progress bar (if any) to
-    the terminal."""
-    from tournaments.raysession import output_to
+def init_ray(address: str | None, workers: int) -> float:
+    """Start (or join) Ray for the rest of this process, as a run does (a private local
+    instance unless an address is given, ended with this process); returns the seconds it
+    took."""
+    from tournaments.raysession import connect
 
-    with output_to(path) as terminal:
-        yield terminal
+    t0 = time.perf_counter()
+    connect(address, workers)
+    return time.perf_counter() - t0
 
 
 class TournamentError(RuntimeError):

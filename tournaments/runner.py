@@ -92,14 +92,16 @@ def run_tournament(
     created = _created_by_us(folder)
     store = ResultStore.create_or_resume(folder, spec, unit_markets)
     ctx: dict = {"replaced": 0, "ray_start_s": 0.0, "units": 0, "markets": 0, "ray": False}
+    done = 0
     try:
-        done = store.done_units()
+        done = store.units_stored()
         total = count_units(spec, unit_markets)
-        todo = (u for u in plan_units(spec, unit_markets) if (u.match_id, u.start) not in done)
-        left = total - len(done)
+        todo = _todo(store, spec, unit_markets)
+        left = total - done
 
         def store_result(result: UnitResult) -> None:
-            store.write(result)
+            if not store.write(result):
+                return  # played twice (a worker replaced after it finished the unit)
             ctx["units"] += 1
             ctx["markets"] += result.unit.stop - result.unit.start
             bar.update(1)
@@ -134,12 +136,22 @@ def run_tournament(
             used_ray=ctx["ray"],
         )
     except BaseException:
-        if created and ctx["units"] == 0 and not done:
+        if created and ctx["units"] == 0 and done == 0:
             store.close()
             _remove_new_folder(created)
         raise
     finally:
         store.close()
+
+
+def _todo(store: ResultStore, spec: TournamentSpec, unit_markets: int) -> Iterator[Unit]:
+    """The units of the plan not stored yet, looked up one slice of markets at a time."""
+    start, done = None, set()
+    for unit in plan_units(spec, unit_markets):
+        if unit.start != start:
+            start, done = unit.start, store.done_at(unit.start)
+        if unit.match_id not in done:
+            yield unit
 
 
 def _stored_unit_markets(folder: str | Path) -> int | None:
@@ -256,7 +268,6 @@ def _schedule(todo, actors, hosts, remote_worker, spec_ref, spec, store_result, 
 
     retries: deque[Unit] = deque()  # units to play again, before the rest of the plan
     in_flight: dict = {}  # ObjectRef -> (actor slot, unit)
-    stored: set[tuple[str, int]] = set()
     failures: dict[Unit, int] = {}
 
     def submit(slot: int) -> None:
@@ -305,9 +316,7 @@ def _schedule(todo, actors, hosts, remote_worker, spec_ref, spec, store_result, 
             for _ in range(IN_FLIGHT_PER_WORKER):
                 submit(slot)
             continue
-        if (unit.match_id, unit.start) not in stored:
-            stored.add((unit.match_id, unit.start))
-            store_result(result)
+        store_result(result)
         submit(slot)
 
 

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS units (
     match_id TEXT NOT NULL, start INTEGER NOT NULL, stop INTEGER NOT NULL,
     PRIMARY KEY (match_id, start)
 );
+CREATE INDEX IF NOT EXISTS units_by_start ON units (start);
 CREATE TABLE IF NOT EXISTS matches (
     match INTEGER PRIMARY KEY, match_id TEXT UNIQUE NOT NULL, seller TEXT NOT NULL,
     buyer TEXT NOT NULL, disclosure TEXT NOT NULL, config TEXT NOT NULL
@@ -202,6 +203,15 @@ class ResultStore:
     # ------------------------------------------------------------------ writing
     def done_units(self) -> set[tuple[str, int]]:
         return set(self.conn.execute("SELECT match_id, start FROM units"))
+
+    def done_at(self, start: int) -> set[str]:
+        """The match ids whose unit starting at market ``start`` is stored (one slice of the
+        plan at a time: what a resumed run holds in memory does not grow with its size)."""
+        return {r[0] for r in self.conn.execute("SELECT match_id FROM units WHERE start = ?",
+                                                (start,))}  # fmt: skip
+
+    def units_stored(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM units").fetchone()[0]
 
     def write(self, result: UnitResult) -> bool:
         """Store one unit in one transaction; False if it was stored already."""

@@ -12,7 +12,7 @@ same ``report.md``, byte for byte.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,12 @@ def _figures(analysis: Analysis, stem: str) -> dict[str, tuple[str, str, Any, An
     return out
 
 
+_STEP_NAMES = {
+    "conduct": "plot: surplus split",
+    "ratings": "ratings (Bradley-Terry, its bootstrap, Elo) and their plot",
+}
+
+
 def write_report(
     folder: str | Path,
     records: Records,
@@ -185,8 +191,10 @@ def write_report(
     *,
     seed: int = 0,
     analysis: Analysis | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the Markdown report ``folder/out_name`` and its plots; return its path.
+    ``progress`` is told each step (each figure, then the Markdown file) as it starts.
 
     Contents: run metadata and package versions, the ratings table (sellers and buyers on
     one scale), the within-side leaderboards and paired comparisons, the surplus split and
@@ -196,12 +204,16 @@ def write_report(
     name is removed).
     """
     folder = Path(folder)
+    if Path(out_name).name != out_name or out_name.startswith("."):
+        raise ValueError(f"out_name {out_name!r}: a file name in the folder, not a path")
     folder.mkdir(parents=True, exist_ok=True)
+    step = progress or (lambda what: None)
     info = run_info(meta)
     analysis = analysis or analyze_run(records, meta, seed=seed)
     drawn: dict[str, tuple[str, str, bool]] = {}
     figures = _figures(analysis, Path(out_name).stem)
     for key, (name, alt, draw, get_rows, before) in figures.items():
+        step(_STEP_NAMES.get(key, f"plot: {key.replace('effect:', 'disclosure effect, ')}"))
         path = folder / name
         rows = get_rows()
         if rows:
@@ -210,6 +222,7 @@ def write_report(
         elif path.exists():
             path.unlink()
 
+    step(out_name)
     lines = [f"# Tournament report: {info.name}", "", "## Run", ""]
     lines += [_md_table(["item", "value"], _meta_rows(info, analysis, seed)), ""]
     if info.versions:

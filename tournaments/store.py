@@ -20,8 +20,11 @@ duplicates a row (the primary keys would refuse it anyway).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import math
+import os
 import platform
 import sqlite3
 import time
@@ -34,6 +37,7 @@ import numpy as np
 
 from tournaments.records import MatchTable, Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
+from tournaments.text import plural
 from tournaments.types import COLUMNS, STORED_METRICS, UnitResult
 
 DB_NAME = "results.sqlite"
@@ -50,6 +54,7 @@ CREATE TABLE IF NOT EXISTS units (
     match_id TEXT NOT NULL, start INTEGER NOT NULL, stop INTEGER NOT NULL,
     PRIMARY KEY (match_id, start)
 );
+CREATE INDEX IF NOT EXISTS units_by_start ON units (start);
 CREATE TABLE IF NOT EXISTS matches (
     match INTEGER PRIMARY KEY, match_id TEXT UNIQUE NOT NULL, seller TEXT NOT NULL,
     buyer TEXT NOT NULL, disclosure TEXT NOT NULL, config TEXT NOT NULL
@@ -85,9 +90,10 @@ def package_versions() -> dict[str, str]:
 class ResultStore:
     """The SQLite store of one run folder."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool = False) -> None:
         self.path = path
         self.conn = conn
+        self.writable = writable
         self._numbers: dict[str, int] | None = None  # match_id -> match number
 
     # ------------------------------------------------------------------ opening
@@ -104,8 +110,15 @@ class ResultStore:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise StoreError(f"{folder}: cannot create the run folder ({err.strerror})") from None
+            raise StoreError(
+                f"{folder}: cannot create the run folder ({_reason(err)}); choose another --out"
+            ) from None
         path = folder / DB_NAME
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            where = folder if not os.access(folder, os.W_OK) else path
+            raise StoreError(
+                f"{where} is read-only: a run writes its results there; choose another --out"
+            )
         spec_json = json.dumps(spec.to_dict(), sort_keys=True)
         try:
             conn = _connect(path)
@@ -127,11 +140,15 @@ class ResultStore:
         if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
             conn.close()
             raise StoreError(
-                f"{folder} was cut into units of {stored['unit_markets']} markets, not "
-                f"{unit_markets}; resume with the same unit size"
+                f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
+                f"not {unit_markets}; resume with the same unit size"
             )
         # spec.json first: a run killed after the commit below still has it.
-        (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        try:
+            (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        except OSError as err:
+            conn.close()
+            raise StoreError(f"{folder}: cannot write spec.json ({_reason(err)})") from None
         if "spec" not in stored:
             with conn:
                 conn.executemany(
@@ -152,7 +169,7 @@ class ResultStore:
                         ("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
                     ],
                 )
-        return cls(path, conn)
+        return cls(path, conn, writable=True)
 
     @classmethod
     def open(cls, folder: str | Path) -> ResultStore:
@@ -160,9 +177,11 @@ class ResultStore:
         path = Path(folder) / DB_NAME
         if not path.is_file():
             raise StoreError(f"{folder}: no results here (expected {DB_NAME})")
+        if not os.access(path, os.R_OK):
+            raise StoreError(f"{path}: cannot read it (permission denied)")
         try:
             # Read-only: a report never changes a run folder, nor a file that is no run.
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+            conn = _open_read_only(path)
             if conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone() is None:
                 raise sqlite3.DatabaseError("no spec stored")
             _check_columns(conn, path)
@@ -171,11 +190,28 @@ class ResultStore:
         return cls(path, conn)
 
     def close(self) -> None:
+        """Close; a writer first folds its write-ahead log back into the database, so that a
+        finished run folder is one file (no -wal, -shm) that opens on read-only media too."""
+        if self.writable:
+            self.writable = False
+            with contextlib.suppress(sqlite3.Error):
+                # Fails (and is left so) while a reader holds the database: the log stays.
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
 
     # ------------------------------------------------------------------ writing
     def done_units(self) -> set[tuple[str, int]]:
         return set(self.conn.execute("SELECT match_id, start FROM units"))
+
+    def done_at(self, start: int) -> set[str]:
+        """The match ids whose unit starting at market ``start`` is stored (one slice of the
+        plan at a time: what a resumed run holds in memory does not grow with its size)."""
+        return {r[0] for r in self.conn.execute("SELECT match_id FROM units WHERE start = ?",
+                                                (start,))}  # fmt: skip
+
+    def units_stored(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM units").fetchone()[0]
 
     def write(self, result: UnitResult) -> bool:
         """Store one unit in one transaction; False if it was stored already."""
@@ -252,6 +288,17 @@ class ResultStore:
         ).fetchone()
         return None if row is None else json.loads(row[0])
 
+    def market_row(self, match_id: str, market: int) -> dict[str, float] | None:
+        """The stored metrics of one market of one match (None if it is not stored)."""
+        row = self.conn.execute(
+            "SELECT " + ", ".join(f"k.{c}" for c in STORED_METRICS) + " FROM markets k "
+            "JOIN matches m ON m.match = k.match WHERE m.match_id = ? AND k.market = ?",
+            (match_id, market),
+        ).fetchone()
+        if row is None:
+            return None
+        return {c: (math.nan if v is None else v) for c, v in zip(STORED_METRICS, row, strict=True)}
+
     def transcript_keys(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT match_id, market FROM transcripts ORDER BY 1, 2"))
 
@@ -264,22 +311,84 @@ class ResultStore:
 
     # ------------------------------------------------------------------ export
     def export_csv(self, path: str | Path) -> int:
-        rows = self.conn.execute(_SELECT_ROWS)
+        """Every market row, one line each, after a header of ``COLUMNS``."""
         n = 0
-        with open(path, "w", newline="") as fh:
+        with _writing(path) as fh:
             w = csv.writer(fh)
             w.writerow(COLUMNS)
-            for row in rows:
+            for row in self._typed_rows():
                 w.writerow(row)
                 n += 1
         return n
 
     def export_json(self, path: str | Path) -> int:
-        rows = self.conn.execute(_SELECT_ROWS)
-        data = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
-        with open(path, "w") as fh:
-            json.dump({"meta": self.meta(), "markets": data}, fh)
-        return len(data)
+        """``{"meta": {...}, "markets": [{column: value}, ...]}``: the stored metadata as
+        JSON values (the spec and versions as objects, the seed as a number), every market
+        row as an object; counts as integers, a stored NaN as null."""
+        meta = {key: _json_value(value) for key, value in self.meta().items()}
+        n = 0
+        with _writing(path) as fh:
+            # Row by row: the rows of a large run need not fit in memory as objects.
+            fh.write('{"meta": ' + json.dumps(meta) + ', "markets": [')
+            for row in self._typed_rows():
+                fh.write((",\n" if n else "\n") + json.dumps(dict(zip(COLUMNS, row, strict=True))))
+                n += 1
+            fh.write("\n]}\n")
+        return n
+
+    def _typed_rows(self) -> Iterable[tuple]:
+        """Market rows as exported: counts (stored as REAL) as integers."""
+        counts = [k for k, c in enumerate(COLUMNS) if c in COUNT_COLUMNS]
+        for row in self.conn.execute(_SELECT_ROWS):
+            row = list(row)
+            for k in counts:
+                if row[k] is not None:
+                    row[k] = int(row[k])
+            yield tuple(row)
+
+
+COUNT_COLUMNS = frozenset({"trades", "turns_used", "seller_violations", "buyer_violations"})
+"""Stored metrics that are whole counts (exported as integers)."""
+
+
+def _json_value(text: str):
+    """A meta value as JSON: parsed where it is JSON text (the spec, versions, the seed),
+    the text itself otherwise (the creation time)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _reason(err: OSError) -> str:
+    """An OSError as a few words: "read-only file system", "permission denied"."""
+    return (err.strerror or type(err).__name__).lower()
+
+
+@contextlib.contextmanager
+def _writing(path: str | Path):
+    """A text file open for writing; a failure to open it is one StoreError naming it."""
+    try:
+        fh = open(path, "w", newline="")  # noqa: SIM115 - closed below
+    except OSError as err:
+        raise StoreError(f"{path}: cannot write it ({_reason(err)})") from None
+    with fh:
+        yield fh
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """Open for reading only. A database left in write-ahead-log mode (a run that was
+    killed, or is running) needs its folder writable to be read; in a read-only folder no
+    writer can be at work, so it is read as the immutable file it is there."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK):
+            raise
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30.0)
 
 
 def _stored_spec(text: str | None) -> TournamentSpec | None:

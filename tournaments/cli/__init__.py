@@ -18,15 +18,15 @@ import sqlite3
 import sys
 
 from tournaments.cli import bench, league, market, tournament, train
-from tournaments.cli.common import CliError
+from tournaments.cli.common import CliError, Parser
 
 GROUPS = (market, tournament, train, league, bench)
 """Command groups, in the order ``arena --help`` lists them."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="arena", description="Two-sided agent market arena.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = Parser(prog="arena", description="Two-sided agent market arena.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_commands(sub)
     return ap
@@ -59,8 +59,18 @@ def main(argv: list[str] | None = None) -> int:
         if not _user_error(err):
             raise
         # A run that cannot go on (TournamentError) is a RuntimeError; results are kept.
-        print(f"arena: error: {err}", file=sys.stderr)
+        print(f"arena: error: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _one_line(err: BaseException) -> str:
+    """The error as one line; an OSError as "FILE: reason" (not "[Errno 30] ...")."""
+    if isinstance(err, OSError) and err.strerror:
+        text = f"{err.filename}: {err.strerror.lower()}" if err.filename else err.strerror
+    else:
+        text = str(err) or type(err).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else type(err).__name__
 
 
 __all__ = ["CliError", "GROUPS", "build_parser", "main"]

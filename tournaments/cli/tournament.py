@@ -40,10 +40,10 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _report(args.dir, full=True)
+    return _report(args.dir, full=True, html=args.html)
 
 
-def _report(folder: str, full: bool) -> int:
+def _report(folder: str, full: bool, html: bool = False) -> int:
     """Analyse a run once; print every table (``full``) or the ratings only, and write the
     Markdown report with its plots into the run folder."""
     from tournaments.analysis import BACKGROUND_ELO_GAMES, COLUMNS
@@ -74,7 +74,25 @@ def _report(folder: str, full: bool) -> int:
             (ratings,) = [s for s in sections(analysis) if s.key == "ratings"]
             print(format_section(ratings))
     print(f"\nreport with every table and plot: {path}  (terminal: arena report {folder})")
+    if html:
+        from tournaments.html_report import write_html_report
+
+        page = write_html_report(
+            folder, records, meta, analysis=analysis, transcripts=_transcripts(folder)
+        )
+        print(f"HTML report (sortable tables, plots, transcript viewer): {page}")
     return 0
+
+
+def _transcripts(folder: str) -> list[tuple[str, int, list[dict]]]:
+    """Every kept transcript of a run: (match id, market, turns)."""
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(folder)
+    try:
+        return [(m, k, store.transcript(m, k)) for m, k in store.transcript_keys()]
+    finally:
+        store.close()
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -131,6 +149,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("report", help="print a run's tables and write its Markdown report")
     p.add_argument("dir", metavar="DIR", help="run folder")
+    p.add_argument(
+        "--html", action="store_true", help="also write DIR/report.html (tables, plots, viewer)"
+    )
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("show", help="print a kept transcript of a run")

@@ -1,0 +1,225 @@
+"""RLlib's PPO on the Gymnasium environment against ``arena train seller``, side by side:
+the same wall-clock budget on this machine, the same market config and opponents, each
+one's profit over time on the same held-out markets.
+
+    python benchmarks/rllib_vs_arena.py [--budget 300] [--every 30] [--markets 5000]
+
+* RLlib: ``examples/rllib_seller.py``'s PPO (the new API stack, one vector environment
+  of ``--envs`` markets on the batched engine, sampled in this process), a 256x256 MLP
+  over ``agents.spaces``'s fixed-size observation. Its clock starts once the algorithm
+  is built (Ray's start and RLlib's import are not counted).
+* arena: ``agents.rl.ppo.train``, what ``arena train seller`` runs, with the shipped
+  seller config's hyper-parameters (``agents/rl/configs/seller.toml``: its warm start
+  imitating the greedy matcher included, counted in its time) on this benchmark's one
+  config and opponents, in chunks of iterations resumed from its checkpoint.
+
+Every ``--every`` seconds of training each side's current policy is evaluated greedily
+on the same ``--markets`` held-out markets (exact draws of a seed no training sees; the
+rows split between the opponents in equal blocks); the clock stops while it is. The
+table ends with when each side first reached the other's final profit, and the
+machine's load average before and after (the figures are wall-clock under that load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+from agents import registry  # noqa: E402
+from agents.env import split_rows  # noqa: E402
+from agents.evaluate import play_markets  # noqa: E402
+from agents.rl import checkpoint  # noqa: E402
+from agents.rl.config import ConfigFamily, Opponent, load_train_config  # noqa: E402
+from agents.rl.ppo import train  # noqa: E402
+from arena.config import MarketConfig  # noqa: E402
+
+EVAL_SEED = 7_777_777  # held-out markets: a root seed no training run draws from
+BUYERS = ("truthful", "threshold", "haggler", "noisy_human", "strategic")
+SHIPPED_CONFIG = ROOT / "agents" / "rl" / "configs" / "seller.toml"
+
+
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def evaluate(seller, config: MarketConfig, buyers: tuple[str, ...], markets: int) -> float:
+    """Mean profit on markets 0..markets-1 of the held-out seed, the rows split between the
+    opponents in equal contiguous blocks."""
+    profit = []
+    for name, rows in zip(buyers, split_rows(markets, [1.0] * len(buyers)), strict=True):
+        buyer = registry.make_buyers(name, seed=0)
+        profit.append(play_markets(config, EVAL_SEED, rows, seller, buyer)["profit"])
+    return float(np.concatenate(profit).mean())
+
+
+def run_rllib(args, config: MarketConfig, buyers: tuple[str, ...]) -> list[tuple[float, float]]:
+    import ray
+    import rllib_seller as rs
+
+    s = rs.Settings(
+        config=config.to_dict(),
+        buyers=list(buyers),
+        envs=args.envs,
+        batch=args.rllib_batch,
+        minibatch=args.rllib_minibatch,
+        epochs=args.rllib_epochs,
+        lr=args.rllib_lr,
+        seed=args.seed,
+    )
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        algo = rs.ppo_config(s).build_algo()
+        points = [(0.0, evaluate(rs.policy_of(algo, s), config, buyers, args.markets))]
+        clock, last, steps = 0.0, 0.0, 0
+        while clock < args.budget:
+            t = time.perf_counter()
+            result = algo.train()
+            clock += time.perf_counter() - t
+            steps = result.get("env_runners", {}).get("num_env_steps_sampled_lifetime", steps)
+            if clock - last >= args.every or clock >= args.budget:
+                last = clock
+                points.append(
+                    (clock, evaluate(rs.policy_of(algo, s), config, buyers, args.markets))
+                )
+                _say(
+                    f"rllib  {clock:7.1f} s  {steps:>10,.0f} env steps  profit {points[-1][1]:.2f}"
+                )
+        algo.stop()
+    finally:
+        ray.shutdown()
+    return points
+
+
+def arena_config(args, config: MarketConfig, buyers: tuple[str, ...]):
+    """The shipped seller config's hyper-parameters on this benchmark's config and
+    opponents; no learning-rate or entropy annealing within the budget (a run is cut by
+    time, not by a number of iterations)."""
+    shipped = load_train_config(str(SHIPPED_CONFIG))
+    return dataclasses.replace(
+        shipped,
+        name="arena_seller",
+        seed=args.seed,
+        iterations=100_000,
+        eval_every=0,
+        eval_markets=50,
+        checkpoint_every=100_000,
+        opponents=tuple(Opponent(b) for b in buyers),
+        family=ConfigFamily(configs=(("bench", config),)),
+        source="",
+    )
+
+
+def run_arena(args, config: MarketConfig, buyers: tuple[str, ...]) -> list[tuple[float, float]]:
+    cfg = arena_config(args, config, buyers)
+    out = Path(tempfile.mkdtemp(prefix="arena-bench-"))
+    torch.manual_seed(args.seed)
+    from agents.rl.policies import RLSeller
+
+    fresh = RLSeller(seed=cfg.seed, hidden=cfg.hidden)
+    points = [(0.0, evaluate(fresh, config, buyers, args.markets))]
+    # The warm start (imitation) and the trainer's first evaluation, then iterations in
+    # chunks of about --every seconds, each resumed from the checkpoint of the last.
+    t = time.perf_counter()
+    train(cfg, out, progress=False, until=0)
+    clock = time.perf_counter() - t
+    points.append((clock, evaluate(checkpoint.load(out), config, buyers, args.markets)))
+    _say(f"arena  {clock:7.1f} s  warm start  profit {points[-1][1]:.2f}")
+    done, chunk = 0, 1
+    while clock < args.budget:
+        t = time.perf_counter()
+        train(cfg, out, resume=True, progress=False, until=done + chunk)
+        spent = time.perf_counter() - t
+        clock += spent
+        done += chunk
+        points.append((clock, evaluate(checkpoint.load(out), config, buyers, args.markets)))
+        _say(f"arena  {clock:7.1f} s  iteration {done:>5}  profit {points[-1][1]:.2f}")
+        chunk = max(1, round(chunk * args.every / max(spent, 1e-3)))
+    return points
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def reached(points: list[tuple[float, float]], target: float) -> float | None:
+    """The first evaluation time at which the profit was at least ``target``."""
+    return next((t for t, p in points if p >= target), None)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(prog="benchmarks/rllib_vs_arena.py", description=__doc__)
+    ap.add_argument("--budget", type=float, default=300.0, help="training seconds per side")
+    ap.add_argument("--every", type=float, default=30.0, help="seconds between evaluations")
+    ap.add_argument("--markets", type=int, default=5000, help="held-out markets per point")
+    ap.add_argument("--envs", type=int, default=256, help="RLlib: markets per vector env")
+    ap.add_argument("--rllib-batch", type=int, default=8192, help="RLlib: env steps/iteration")
+    ap.add_argument("--rllib-minibatch", type=int, default=1024)
+    ap.add_argument("--rllib-epochs", type=int, default=4)
+    ap.add_argument("--rllib-lr", type=float, default=3e-4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--side", choices=("both", "rllib", "arena"), default="both")
+    ap.add_argument("--json", action="store_true", help="also print one JSON object")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(2)
+
+    config = MarketConfig()
+    buyers = BUYERS
+    before = load()
+    greedy = evaluate(registry.make("greedy_matcher", "seller"), config, buyers, args.markets)
+    out: dict = {"budget_s": args.budget, "markets": args.markets, "load_before": before}
+    if args.side in ("both", "rllib"):
+        out["rllib"] = run_rllib(args, config, buyers)
+    if args.side in ("both", "arena"):
+        out["arena"] = run_arena(args, config, buyers)
+    out["load_after"] = load()
+    out["greedy_matcher"] = greedy
+
+    print(
+        f"config: the default MarketConfig ({config.buyers} buyers, {config.products} products, "
+        f"T={config.turns}); opponents {', '.join(buyers)} (equal shares); "
+        f"{args.markets} held-out markets per point"
+    )
+    print(f"load average (1, 5, 15 min): before {before}, after {out['load_after']}")
+    print(f"greedy_matcher on the same markets: {greedy:.2f}")
+    for side in ("rllib", "arena"):
+        if side in out:
+            print(f"\n{side}: training s -> mean profit")
+            for t, p in out[side]:
+                print(f"  {t:8.1f}  {p:8.2f}")
+    if "rllib" in out and "arena" in out:
+        final_r, final_a = out["rllib"][-1][1], out["arena"][-1][1]
+        t_r = out["rllib"][-1][0]
+        t_a = reached(out["arena"], final_r)
+        out["rllib_final"], out["arena_final"] = final_r, final_a
+        out["arena_reaches_rllib_final_s"] = t_a
+        if t_a is None:
+            print(f"\narena never reached RLlib's final profit {final_r:.2f} (its best: "
+                  f"{max(p for _, p in out['arena']):.2f})")  # fmt: skip
+        else:
+            print(
+                f"\nRLlib's final profit {final_r:.2f} after {t_r:.0f} s; arena reached it "
+                f"after {t_a:.0f} s ({t_a / t_r:.2f} of RLlib's time; target <= 0.20); "
+                f"arena's final profit {final_a:.2f}"
+            )
+    if args.json:
+        print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()

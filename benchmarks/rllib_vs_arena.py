@@ -81,7 +81,7 @@ def run_rllib(args, config: MarketConfig, buyers: tuple[str, ...]) -> list[tuple
         lr=args.rllib_lr,
         seed=args.seed,
     )
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         algo = rs.ppo_config(s).build_algo()
         points = [(0.0, evaluate(rs.policy_of(algo, s), config, buyers, args.markets))]

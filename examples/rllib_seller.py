@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         hidden=[int(h) for h in args.hidden.split(",")],
         seed=args.seed,
     )
-    ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+    where = {"address": args.address} if args.address else {"address": "local", "num_cpus": 2}
+    ray.init(**where, include_dashboard=False, log_to_driver=False)
     algo = ppo_config(s).build_algo()
     t0 = time.perf_counter()
     for i in range(args.iterations):

@@ -13,6 +13,10 @@ Gymnasium/PettingZoo adapters all run on these two classes. The contract:
   starts a fresh market at once and ``obs`` already shows the new market (same-step
   reset), so no row idles; a stateful learner calls its ``restart(done)``. Without,
   the row stays ended, its actions are ignored and its rewards are 0 until ``reset``.
+* ``SellerEnv.send(action)`` / ``finish(answer)``: the two halves of ``step`` (the seller's
+  messages; the asked buyers' answers), for an adapter whose buyers answer from outside
+  (the PettingZoo game); ``restart(rows)``: fresh markets in those rows now, for an
+  adapter that resets a row on the step after it ended (Gymnasium's next-step autoreset).
 * ``info["episodes"]`` (with rewards on): metrics of the markets that ended in this
   step: ``rows``, ``index`` (the market index), and per market ``profit``,
   ``buyer_surplus``, ``w_star``, ``capture``, ``efficiency``, ``trades``,

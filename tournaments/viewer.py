@@ -12,11 +12,12 @@ plain JSON-ready data; ``tournaments.html_report`` renders it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 
 from arena.generator import MarketInstance, generate
-from arena.market import Market
+from arena.market import Market, TurnRecord
 from arena.metrics import seller_benchmarks
 from arena.oracle import optimal_assignment
 
@@ -87,11 +88,21 @@ def replay(instance: MarketInstance, turns: Sequence[dict]) -> tuple[list[dict],
         who = market.offer(rec["seller_text"])
         if who is not None:
             market.answer(rec["buyer_text"])
-        got = market.transcript[-1].to_dict()
-        for key in ("seller_violation", "buyer", "buyer_violation", "trade", "buyer_left"):
-            same &= got[key] == rec[key]
+        same &= _agrees(market.transcript[-1], rec)
         states.append(_state(market))
     return states, same
+
+
+def _agrees(got: TurnRecord, rec: dict) -> bool:
+    """Whether a replayed turn has the recorded turn's violations, answer and trade."""
+    trade = None if got.trade is None else dataclasses.asdict(got.trade)
+    return (
+        got.seller_violation.name.lower() == rec["seller_violation"]
+        and got.buyer == rec["buyer"]
+        and got.buyer_violation.name.lower() == rec["buyer_violation"]
+        and trade == rec["trade"]
+        and got.buyer_left == rec["buyer_left"]
+    )
 
 
 def _turn(rec: dict) -> dict:

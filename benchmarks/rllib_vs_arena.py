@@ -8,7 +8,8 @@ one's profit over time on the same held-out markets.
   of ``--envs`` markets on the batched engine, sampled in this process), a 256x256 MLP
   over ``agents.spaces``'s fixed-size observation. Its clock starts once the algorithm
   is built (Ray's start and RLlib's import are not counted).
-* arena: ``agents.rl.ppo.train``, what ``arena train seller`` runs, with the shipped
+* arena: ``agents.rl.ppo.train``, what ``arena train seller`` runs (its warm start run
+  batch by batch so that it can be evaluated on the way: ``run_arena``), with the shipped
   seller config's hyper-parameters (``agents/rl/configs/seller.toml``; its warm start
   imitating the greedy matcher included and counted in its time, shortened to fit a
   budget of minutes: see ``arena_config``) on this benchmark's one config and opponents,
@@ -47,7 +48,8 @@ from agents.env import split_rows  # noqa: E402
 from agents.evaluate import play_markets  # noqa: E402
 from agents.rl import checkpoint  # noqa: E402
 from agents.rl.config import ConfigFamily, Opponent, load_train_config  # noqa: E402
-from agents.rl.ppo import train  # noqa: E402
+from agents.rl.policies import RLSeller  # noqa: E402
+from agents.rl.ppo import imitate, train  # noqa: E402
 from arena.config import MarketConfig  # noqa: E402
 
 EVAL_SEED = 7_777_777  # held-out markets: a root seed no training run draws from
@@ -135,31 +137,55 @@ def arena_config(args, config: MarketConfig, buyers: tuple[str, ...]):
 
 
 def run_arena(args, config: MarketConfig, buyers: tuple[str, ...]) -> list[tuple[float, float]]:
+    """``agents.rl.ppo.train`` in steps that can be evaluated: its warm start (the same
+    ``imitate`` it runs, on the same fresh network) evaluated after every imitation batch,
+    then the run continued from the warm-started weights (``init``, as ``train`` does
+    after imitating: a fresh optimizer for PPO) in chunks of about ``--every`` seconds,
+    each resumed from the checkpoint of the last. Everything but the evaluations is timed,
+    the checkpoint writes between the steps included."""
     cfg = arena_config(args, config, buyers)
     out = Path(tempfile.mkdtemp(prefix="arena-bench-"))
-    torch.manual_seed(args.seed)
-    from agents.rl.policies import RLSeller
-
-    fresh = RLSeller(seed=cfg.seed, hidden=cfg.hidden)
-    points = [(0.0, evaluate(fresh, config, buyers, args.markets))]
-    # The warm start (imitation) and the trainer's first evaluation, then iterations in
-    # chunks of about --every seconds, each resumed from the checkpoint of the last.
+    torch.manual_seed(cfg.seed)  # the initial weights, as train() draws them
+    policy = RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
+    points = [(0.0, _greedy_profit(policy, config, buyers, args.markets))]
+    clock = 0.0
+    batches = imitate(policy, cfg, progress=False)
+    while True:
+        t = time.perf_counter()
+        row = next(batches, None)
+        clock += time.perf_counter() - t
+        if row is None:
+            break
+        points.append((clock, _greedy_profit(policy, config, buyers, args.markets)))
+        _say(f"arena  {clock:7.1f} s  warm start {row['imitation_iteration']:>3}  "
+             f"profit {points[-1][1]:.2f}")  # fmt: skip
     t = time.perf_counter()
-    train(cfg, out, progress=False, until=0)
-    clock = time.perf_counter() - t
-    points.append((clock, evaluate(checkpoint.load(out), config, buyers, args.markets)))
-    _say(f"arena  {clock:7.1f} s  warm start  profit {points[-1][1]:.2f}")
+    warm = checkpoint.save(out / "warm", policy, name=cfg.name)
+    cfg = dataclasses.replace(cfg, init=str(warm), imitation_iterations=0)
+    train(cfg, out / "run", progress=False, until=0)  # its first evaluation and checkpoint
+    clock += time.perf_counter() - t
     done, chunk = 0, 1
     while clock < args.budget:
         t = time.perf_counter()
-        train(cfg, out, resume=True, progress=False, until=done + chunk)
+        train(cfg, out / "run", resume=True, progress=False, until=done + chunk)
         spent = time.perf_counter() - t
         clock += spent
         done += chunk
-        points.append((clock, evaluate(checkpoint.load(out), config, buyers, args.markets)))
+        seller = checkpoint.load(out / "run")
+        points.append((clock, evaluate(seller, config, buyers, args.markets)))
         _say(f"arena  {clock:7.1f} s  iteration {done:>5}  profit {points[-1][1]:.2f}")
         chunk = max(1, round(chunk * args.every / max(spent, 1e-3)))
     return points
+
+
+def _greedy_profit(policy, config: MarketConfig, buyers: tuple[str, ...], markets: int) -> float:
+    """``evaluate`` of a policy in training, playing greedily for the evaluation."""
+    before = policy.greedy
+    policy.greedy = True
+    try:
+        return evaluate(policy, config, buyers, markets)
+    finally:
+        policy.greedy = before
 
 
 def _say(text: str) -> None:

@@ -37,6 +37,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from agents.rl.fixed import FixedMLP, FixedMLPConfig, FixedSizeSeller
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
 from agents.rl.policies import RLBuyer, RLSeller
 
@@ -48,9 +49,15 @@ CONFIG = "config.json"
 POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
     "RLSeller": (RLSeller, SellerNet, SellerNetConfig, "seller"),
     "RLBuyer": (RLBuyer, BuyerNet, BuyerNetConfig, "buyer"),
+    # An MLP for markets of one size, e.g. exported from RLlib (examples/rllib_seller.py).
+    "FixedSizeSeller": (FixedSizeSeller, FixedMLP, FixedMLPConfig, "seller"),
 }
 _POLICY_KEYS = {"class", "name", "side", "kind", "params", "net"}
-_PARAMS = {"RLSeller": {"offsets", "expert_offsets"}, "RLBuyer": {"shares"}}
+_PARAMS = {
+    "RLSeller": {"offsets", "expert_offsets"},
+    "RLBuyer": {"shares"},
+    "FixedSizeSeller": {"buyers", "products", "offsets"},
+}
 
 
 class CheckpointError(ValueError):
@@ -91,9 +98,12 @@ def save(
         raise CheckpointError(f"{cls} cannot be saved as a checkpoint")
     tensors = {k: v.detach().contiguous().clone() for k, v in policy.net.state_dict().items()}
     weights = save_tensors(tensors)
-    params = (
-        {"offsets": list(policy.offsets)} if cls == "RLSeller" else {"shares": list(policy.shares)}
-    )
+    if hasattr(policy, "checkpoint_params"):
+        params = policy.checkpoint_params()
+    elif cls == "RLSeller":
+        params = {"offsets": list(policy.offsets)}
+    else:
+        params = {"shares": list(policy.shares)}
     config = {
         "format": FORMAT,
         "policy": {
@@ -199,7 +209,9 @@ def build(
             _SHARED[key] = build(data)
         first = _SHARED[key]
         cls = type(first)
-        if cls is RLSeller:
+        if hasattr(first, "checkpoint_params"):
+            params = cls.from_checkpoint_params(first.checkpoint_params())
+        elif cls is RLSeller:
             params = {"offsets": first.offsets, "expert_offsets": first.expert_offsets}
         else:
             params = {"shares": first.shares}
@@ -209,7 +221,10 @@ def build(
     cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
     try:
         net = net_cls(cfg_cls(**policy["net"]))
-        params = {k: tuple(float(x) for x in v) for k, v in policy["params"].items()}
+        if hasattr(cls, "from_checkpoint_params"):
+            params = cls.from_checkpoint_params(policy["params"])
+        else:
+            params = {k: tuple(float(x) for x in v) for k, v in policy["params"].items()}
         out = cls(net, seed=seed, greedy=greedy, **params, **kwargs)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{data.source}/{CONFIG}: bad policy config ({err})") from None

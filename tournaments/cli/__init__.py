@@ -3,6 +3,7 @@
 - ``market``: ``play``, ``eval``, ``agents`` (one market or many, the registry);
 - ``tournament``: ``tournament``, ``report``, ``show``, ``export`` (runs and their folders);
 - ``bench``: ``bench NAME`` (the benchmark scripts);
+- ``check``: ``check MODULE:CLASS`` (the conformance check on a policy class of one's own);
 - ``train``, ``league``: the places for training and league commands.
 
 Every command turns bad input (unknown names, malformed files, impossible parameters)
@@ -17,10 +18,10 @@ import os
 import sqlite3
 import sys
 
-from tournaments.cli import bench, league, market, tournament, train
+from tournaments.cli import bench, check, league, market, tournament, train
 from tournaments.cli.common import CliError, Parser
 
-GROUPS = (market, tournament, train, league, bench)
+GROUPS = (market, tournament, train, league, bench, check)
 """Command groups, in the order ``arena --help`` lists them."""
 
 

@@ -121,6 +121,12 @@ def cmd_play(args: argparse.Namespace) -> int:
             rows, headers=["outcome", "", "oracle", "profit", "revenue"], disable_numparse=True
         )
     )
+    if args.html:
+        from tournaments.html_report import write_play_html
+
+        turns = [r.to_dict() for r in market.transcript]
+        page = write_play_html(args.html, market.instance, turns, args.seller, args.buyers)
+        print(f"\ntranscript viewer: {page}")
     return 0
 
 
@@ -213,6 +219,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _matchup_args(p)
     p.add_argument("--seed", type=nonneg_int, default=0, help="root seed")
     p.add_argument("--index", type=nonneg_int, default=0, help="market index under the seed")
+    p.add_argument("--html", metavar="FILE", help="also write the transcript viewer to FILE")
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("agents", help="list the registered sellers and buyers")

@@ -71,7 +71,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    return _report(args.dir, full=True, quiet=args.quiet)
+    return _report(args.dir, full=True, quiet=args.quiet, html=args.html)
 
 
 def _say(quiet: bool):
@@ -83,7 +83,7 @@ REPORT_STEPS = 8
 (the last waits for the ratings), report.md, the tables."""
 
 
-def _report(folder: str, full: bool, quiet: bool = False) -> int:
+def _report(folder: str, full: bool, quiet: bool = False, html: bool = False) -> int:
     """Analyse a run once; print every table (``full``) or the ratings only, and write the
     Markdown report with its plots into the run folder (a read-only folder gets the tables
     and a warning). Progress on stderr unless ``quiet``."""
@@ -134,7 +134,26 @@ def _report(folder: str, full: bool, quiet: bool = False) -> int:
         )
     elif not quiet:
         print(f"\nreport with every table and plot: {path}  (terminal: arena report {folder})")
+    if html and unwritten is None:
+        from tournaments.html_report import write_html_report
+
+        page = write_html_report(
+            folder, records, meta, analysis=analysis, transcripts=_transcripts(folder)
+        )
+        if not quiet:
+            print(f"HTML report (sortable tables, plots, transcript viewer): {page}")
     return 0
+
+
+def _transcripts(folder: str) -> list[tuple[str, int, list[dict]]]:
+    """Every kept transcript of a run: (match id, market, turns)."""
+    from tournaments.store import ResultStore
+
+    store = ResultStore.open(folder)
+    try:
+        return [(m, k, store.transcript(m, k)) for m, k in store.transcript_keys()]
+    finally:
+        store.close()
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -288,6 +307,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="print a run's tables and write its Markdown report")
     p.add_argument("dir", metavar="DIR", help="run folder")
     p.add_argument("--quiet", action="store_true", help="no progress, only the tables")
+    p.add_argument(
+        "--html", action="store_true", help="also write DIR/report.html (tables, plots, viewer)"
+    )
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(

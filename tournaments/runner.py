@@ -52,12 +52,15 @@ def run_tournament(
     progress: bool = True,
     unit_markets: int = 1000,
     on_result: Callable[[UnitResult, dict], None] | None = None,
+    extend: bool = False,
 ) -> RunSummary:
-    """Play every unit of ``spec`` not yet stored in ``folder``; resumable at any point."""
+    """Play every unit of ``spec`` not yet stored in ``folder``; resumable at any point.
+    ``extend``: ``folder`` may hold a run of a spec that ``spec`` extends (more entries);
+    only the new matches are played (``ResultStore.create_or_resume``)."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     t0 = time.perf_counter()
-    store = ResultStore.create_or_resume(folder, spec, unit_markets)
+    store = ResultStore.create_or_resume(folder, spec, unit_markets, extend=extend)
     try:
         done = store.done_units()
         units = plan_units(spec, unit_markets)

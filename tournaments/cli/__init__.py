@@ -3,7 +3,8 @@
 - ``market``: ``play``, ``eval``, ``agents`` (one market or many, the registry);
 - ``tournament``: ``tournament``, ``report``, ``show``, ``export`` (runs and their folders);
 - ``bench``: ``bench NAME`` (the benchmark scripts);
-- ``train``, ``league``: the places for training and league commands.
+- ``compare``: ``compare RUN_A RUN_B`` (paired differences between two runs);
+- ``train``, ``league``: training, and rounds of learners against frozen pools.
 
 Every command turns bad input (unknown names, malformed files, impossible parameters)
 into one ``arena: error: ...`` line and exit code 2; nothing here prints a traceback for
@@ -17,10 +18,10 @@ import os
 import sqlite3
 import sys
 
-from tournaments.cli import bench, league, market, tournament, train
+from tournaments.cli import bench, compare, league, market, tournament, train
 from tournaments.cli.common import CliError
 
-GROUPS = (market, tournament, train, league, bench)
+GROUPS = (market, tournament, compare, train, league, bench)
 """Command groups, in the order ``arena --help`` lists them."""
 
 

@@ -127,9 +127,7 @@ class ResultStore:
         # Compared as specs, not as text: a folder stored before a rename of the spec's
         # tables holds the same spec in other words.
         old = _stored_spec(stored.get("spec"))
-        grow = (
-            extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
-        )
+        grow = extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
         if "spec" in stored and not grow and (old is None or old.to_dict() != spec.to_dict()):
             conn.close()
             before = old.to_dict() if old is not None else json.loads(stored["spec"])

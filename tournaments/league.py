@@ -872,7 +872,16 @@ class _League:
             weights = json.loads(path.read_text())
         else:
             if matrix is None:
-                raise LeagueError(f"round {r}: no meta-strategy weights stored (weights.json)")
+                # A league grown by more rounds: the store is as round r - 1 left it (a
+                # round robin needs its learners, whose weights are written first).
+                names = {side: [entry_name(e) for e in self.pool[side]] for side in _SIDES}
+                matrix = payoff_matrix(self._records(self.out)).sub(
+                    names["seller"], names["buyer"]
+                )
+                newest = {
+                    side: entry_name(self.newest[side]) if self.newest[side] else None
+                    for side in _SIDES
+                }
             weights = {}
             for side in _SIDES:
                 w = opponent_weights(

@@ -252,6 +252,7 @@ def test_the_train_command_resumes_bit_identical_to_an_uninterrupted_run(tmp_pat
     sa = load_file(str(tmp_path / "whole" / "train_state.safetensors"))
     sb = load_file(str(tmp_path / "split" / "train_state.safetensors"))
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
     def curve(run):  # every logged figure but the wall time
         with open(tmp_path / run / "curve.csv", newline="") as fh:
             return [{k: v for k, v in r.items() if k != "wall_s"} for r in csv.DictReader(fh)]

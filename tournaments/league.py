@@ -875,9 +875,7 @@ class _League:
                 # A league grown by more rounds: the store is as round r - 1 left it (a
                 # round robin needs its learners, whose weights are written first).
                 names = {side: [entry_name(e) for e in self.pool[side]] for side in _SIDES}
-                matrix = payoff_matrix(self._records(self.out)).sub(
-                    names["seller"], names["buyer"]
-                )
+                matrix = payoff_matrix(self._records(self.out)).sub(names["seller"], names["buyer"])
                 newest = {
                     side: entry_name(self.newest[side]) if self.newest[side] else None
                     for side in _SIDES

@@ -92,9 +92,14 @@ class BuyerPolicy(abc.ABC):
         populations split by kind)."""
         return np.full(np.shape(is_agent), self.kind == AGENT)
 
-    def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
+    def disclose(
+        self, is_agent: np.ndarray, key: np.ndarray, market: MarketBatch | None = None
+    ) -> np.ndarray:
         """Under the voluntary rule: which of its buyers (B, N) tell the seller they are
-        agents. The market ignores the wish of a human buyer."""
+        agents, decided before the market starts. ``market`` (when given) holds what a
+        buyer may use to decide: the public catalog, N, T, the price range, and each
+        buyer's own values (row i for buyer i; a policy must not read another buyer's).
+        The market ignores the wish of a human buyer."""
         return np.zeros(np.shape(is_agent), bool)
 
     @abc.abstractmethod

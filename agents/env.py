@@ -284,12 +284,12 @@ class SellerEnv(_MarketEnv):
         if len(self.opponents) == 1:
             buyer = self.opponents[0]
             kinds = np.asarray(buyer.kinds(raw.is_agent, raw.keys), bool)
-            return kinds, buyer.disclose(kinds, raw.keys)
+            return kinds, buyer.disclose(kinds, raw.keys, raw)
         kinds = np.zeros(raw.is_agent.shape, bool)
         wish = np.zeros(raw.is_agent.shape, bool)
         for buyer, g in zip(self.opponents, self.groups, strict=True):
             kinds[g] = buyer.kinds(raw.is_agent[g], raw.keys[g])
-            wish[g] = buyer.disclose(kinds[g], raw.keys[g])
+            wish[g] = buyer.disclose(kinds[g], raw.keys[g], _sub_batch(raw, g))
         return kinds, wish
 
     @property
@@ -339,7 +339,7 @@ class BuyerEnv(_MarketEnv):
     ``sellers``: a seller policy, or a list of them (with ``weights``) that split the
     rows. ``kind``: the learner's kind (``agent`` by default); ``disclose``: whether its
     agents disclose under the voluntary rule (True, False, or a function of (is_agent,
-    keys) giving a (B, N) mask).
+    keys, market) giving a (B, N) mask, like ``BuyerPolicy.disclose``).
 
     Observations are ``BuyerObs`` of the buyer each market asks; rows with
     ``needs_answer`` False wait for no answer (their market ended, or the seller's
@@ -355,7 +355,7 @@ class BuyerEnv(_MarketEnv):
         batch_size: int = 1024,
         *,
         kind: str = AGENT,
-        disclose: bool | Callable[[np.ndarray, np.ndarray], np.ndarray] = False,
+        disclose: bool | Callable[[np.ndarray, np.ndarray, MarketBatch], np.ndarray] = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(config, sellers, batch_size, **kwargs)
@@ -365,7 +365,7 @@ class BuyerEnv(_MarketEnv):
     def _kinds(self, raw: MarketBatch) -> tuple[np.ndarray, np.ndarray]:
         kinds = np.full(raw.is_agent.shape, self.kind == AGENT)
         if callable(self.disclose):
-            wish = np.asarray(self.disclose(kinds, raw.keys), bool)
+            wish = np.asarray(self.disclose(kinds, raw.keys, raw), bool)
         else:
             wish = np.full(kinds.shape, bool(self.disclose))
         return kinds, wish

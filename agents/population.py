@@ -69,11 +69,11 @@ class Population(BuyerPolicy):
         member_is_agent = np.array([m.kind == AGENT for m in self.members])
         return member_is_agent[self.assign(is_agent, key)]
 
-    def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
+    def disclose(self, is_agent: np.ndarray, key: np.ndarray, market=None) -> np.ndarray:
         who = self.assign(is_agent, key)
         out = np.zeros(np.shape(is_agent), bool)
         for k, member in enumerate(self.members):
-            out |= (who == k) & member.disclose(is_agent, key)
+            out |= (who == k) & member.disclose(is_agent, key, market)
         return out
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from agents.scripted.sellers import (
 from arena.seeding import keyed_seed
 
 DISCLOSED_SUFFIX = "+disclosed"
+LEARNED_SUFFIX = "+learned"  # an RL buyer whose network chooses whether to disclose
+VARIANT_SUFFIXES = (DISCLOSED_SUFFIX, LEARNED_SUFFIX)
 
 
 class UnknownEntry(KeyError):
@@ -58,8 +61,11 @@ class Entry:
 
     @property
     def base_name(self) -> str:
-        """The name without the disclosure suffix: a variant shares its base's dice."""
-        return self.name.removesuffix(DISCLOSED_SUFFIX)
+        """The name without a disclosure suffix: a variant shares its base's dice."""
+        for suffix in VARIANT_SUFFIXES:
+            if self.name.endswith(suffix):
+                return self.name.removesuffix(suffix)
+        return self.name
 
     @property
     def all_params(self) -> dict[str, Any]:
@@ -126,7 +132,7 @@ class Disclosing(BuyerPolicy):
     def restart(self, rows: np.ndarray) -> None:
         self.inner.restart(rows)
 
-    def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
+    def disclose(self, is_agent: np.ndarray, key: np.ndarray, market=None) -> np.ndarray:
         return np.asarray(is_agent, bool).copy()
 
     def act(self, obs):
@@ -174,39 +180,58 @@ _CHECKPOINTS: dict[str, dict[str, Entry]] = {}
 def checkpoint_entry(path: str | os.PathLike) -> Entry:
     """The entry of a checkpoint directory: its name, side and kind come from its
     ``config.json`` (so moving the directory changes nothing), the policy is built from
-    the bytes read here. ``NAME+disclosed`` of an agent buyer: ``path+disclosed``.
-    A bad checkpoint raises ``CheckpointError`` (a ValueError) naming the file."""
-    from agents.rl.checkpoint import build, read_checkpoint  # torch only when needed
+    the bytes read here. Variants of an agent buyer: ``PATH+disclosed``, and
+    ``PATH+learned`` when its network has a disclosure head. A bad checkpoint raises
+    ``CheckpointError`` (a ValueError) naming the file."""
+    from agents.rl.checkpoint import read_checkpoint  # torch only when needed
 
     text = str(path)
-    disclosed = text.endswith(DISCLOSED_SUFFIX)
-    root = str(Path(text.removesuffix(DISCLOSED_SUFFIX)).resolve())
+    suffix = next((x for x in VARIANT_SUFFIXES if text.endswith(x)), "")
+    root = str(Path(text.removesuffix(suffix)).resolve()) if suffix else str(Path(text).resolve())
     if root not in _CHECKPOINTS:
-        data = read_checkpoint(root)
-        meta = data.meta()["policy"]
+        _CHECKPOINTS[root] = _checkpoint_variants(read_checkpoint(root), root)
+    variants = _CHECKPOINTS[root]
+    if suffix not in variants:
+        raise UnknownEntry(f"{text!r}: no {suffix} variant of this checkpoint")
+    return variants[suffix]
+
+
+def _checkpoint_variants(data, source: str) -> dict[str, Entry]:
+    """The entries of one checkpoint: the policy itself and, for an agent buyer, the
+    variant that always discloses and (with a disclosure head) the one that chooses.
+    Variants share the base's dice."""
+    from agents.rl.checkpoint import build
+
+    meta = data.meta()["policy"]
+    if meta["side"] == "buyer":
+
+        def factory(seed: int = 0, greedy: bool = True, disclosure: str = "never", _data=data):
+            return build(_data, seed=seed, greedy=greedy, shared=True, disclosure=disclosure)
+    else:
 
         def factory(seed: int = 0, greedy: bool = True, _data=data):
             return build(_data, seed=seed, greedy=greedy, shared=True)
 
-        base = Entry(meta["name"], meta["side"], meta["kind"], factory, {},
-                     f"Checkpoint {root}.", source=root)  # fmt: skip
-        twins = {"": base}
-        if base.side == "buyer" and base.kind == AGENT:
-            twins[DISCLOSED_SUFFIX] = _disclosed_twin(base)
-        _CHECKPOINTS[root] = twins
-    twins = _CHECKPOINTS[root]
-    if disclosed and DISCLOSED_SUFFIX not in twins:
-        raise UnknownEntry(f"{text!r}: only agent buyers have a +disclosed variant")
-    return twins[DISCLOSED_SUFFIX if disclosed else ""]
+    base = Entry(meta["name"], meta["side"], meta["kind"], factory, {},
+                 f"Checkpoint {source}.", source=source)  # fmt: skip
+    out = {"": base}
+    if base.side == "buyer" and base.kind == AGENT:
+        out[DISCLOSED_SUFFIX] = _disclosed_twin(base)
+        if meta["net"].get("disclosure"):
+            out[LEARNED_SUFFIX] = dataclasses.replace(
+                base,
+                name=base.name + LEARNED_SUFFIX,
+                params={"disclosure": "learned"},
+                description=base.description + " Chooses per market whether to disclose.",
+            )
+    return out
 
 
 def register_checkpoint(data) -> Entry:
     """Register a checkpoint (its bytes, ``agents.rl.checkpoint.CheckpointData``) under the
-    name in its config.json, in this process: how a tournament worker on any node plays a
-    checkpoint that the driver read. Registering the same bytes again is a no-op; another
-    entry of that name is an error."""
-    from agents.rl.checkpoint import build
-
+    name in its config.json, with its variants, in this process: how a tournament worker
+    on any node plays a checkpoint that the driver read. Registering the same bytes again
+    is a no-op; another entry of that name is an error."""
     meta = data.meta()
     name = meta["policy"]["name"]
     digest = meta["provenance"]["weights_sha256"]
@@ -218,15 +243,10 @@ def register_checkpoint(data) -> Entry:
             f"checkpoint {data.source} is named {name!r}, which another entry already uses; "
             "rename it (the name in its config.json)"
         )
-    policy = meta["policy"]
-
-    def factory(seed: int = 0, greedy: bool = True, _data=data):
-        return build(_data, seed=seed, greedy=greedy, shared=True)
-
-    entry = Entry(name, policy["side"], policy["kind"], factory, {},
-                  f"Checkpoint {data.source}.", source=f"{data.source}#{digest}")  # fmt: skip
-    register(entry)
-    return entry
+    variants = _checkpoint_variants(data, f"{data.source}#{digest}")
+    for entry in variants.values():
+        _ENTRIES[entry.name] = entry
+    return variants[""]
 
 
 def _source_digest(entry: Entry) -> str | None:
@@ -336,14 +356,26 @@ _SHIPPED = [
 ]  # fmt: skip
 
 
-def _shipped_factory(path: Path) -> Callable[..., Any]:
-    def factory(seed: int = 0, greedy: bool = True):
-        return checkpoint_entry(path).factory(seed=seed, greedy=greedy)
-
-    return factory
-
-
 for _name, _side, _kind, _text in _SHIPPED:
     if (SHIPPED / _name / "config.json").is_file():
-        register(Entry(_name, _side, _kind, _shipped_factory(SHIPPED / _name), {}, _text,
-                       source=str(SHIPPED / _name)))  # fmt: skip
+        # Lazily: the checkpoint is read (and torch imported) only when first built.
+        _variants = {}
+        for _suffix in ("", DISCLOSED_SUFFIX, LEARNED_SUFFIX):
+
+            def _factory(seed: int = 0, greedy: bool = True, _path=SHIPPED / _name, _s=_suffix,
+                         **kw):  # fmt: skip
+                entry = checkpoint_entry(str(_path) + _s)
+                return entry.factory(seed=seed, greedy=greedy, **{**entry.params, **kw})
+
+            _variants[_suffix] = _factory
+        _meta = json.loads((SHIPPED / _name / "config.json").read_text())["policy"]
+        _ENTRIES[_name] = Entry(_name, _side, _kind, _variants[""], {}, _text,
+                                source=str(SHIPPED / _name))  # fmt: skip
+        if _side == "buyer" and _kind == AGENT:
+            _ENTRIES[_name + DISCLOSED_SUFFIX] = _disclosed_twin(_ENTRIES[_name])
+            if _meta["net"].get("disclosure"):
+                _ENTRIES[_name + LEARNED_SUFFIX] = Entry(
+                    _name + LEARNED_SUFFIX, _side, _kind, _variants[LEARNED_SUFFIX], {},
+                    _text + " Chooses per market whether to disclose (its learned head).",
+                    source=str(SHIPPED / _name),
+                )  # fmt: skip

@@ -61,7 +61,7 @@ def play_reference(instance: MarketInstance, seller: SellerPolicy, buyer: BuyerP
     kinds = buyer.kinds(instance.is_agent[None], keys)[0]
     kinds.flags.writeable = False
     instance = dataclasses.replace(instance, is_agent=kinds)
-    disclose = buyer.disclose(instance.is_agent[None], keys)[0]
+    disclose = buyer.disclose(instance.is_agent[None], keys, stack_instances([instance]))[0]
     market = Market(instance, disclose=disclose)
     seller.reset(1)
     if seller.sees_private:

@@ -159,7 +159,7 @@ def test_buyer_env_disclosure_choice_reaches_the_seller():
     shown = BuyerEnv(cfg, GreedyMatcher(), 3, disclose=True)
     shown.reset()
     assert shown.engine.disclosed.all()
-    picky = BuyerEnv(cfg, GreedyMatcher(), 3, disclose=lambda a, k: (np.arange(4) < 1) & a)
+    picky = BuyerEnv(cfg, GreedyMatcher(), 3, disclose=lambda a, k, m: (np.arange(4) < 1) & a)
     picky.reset()
     np.testing.assert_array_equal(picky.engine.disclosed.sum(axis=1), [1, 1, 1])
 

@@ -21,6 +21,7 @@ from agents.rl.policies import RLBuyer, RLSeller
 from agents.rl.ppo import gae, train
 from agents.scripted.buyers import Truthful
 from arena.config import MarketConfig
+from arena.generator import generate_batch
 
 SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
 
@@ -336,3 +337,36 @@ def test_learning_works_where_the_answer_is_known(tmp_path):
     trained = play_markets(exact, 99, range(400), checkpoint.load(out), Truthful())
     assert np.nanmean(untrained["capture"]) < 0.6
     assert np.nanmean(trained["capture"]) >= 0.9
+
+
+def test_a_buyer_learns_whether_to_disclose_and_plays_as_three_variants(tmp_path):
+    family = ConfigFamily(configs=(("small", SMALL),), disclosure=("voluntary",))
+    cfg = _tiny(tmp_path, "buyer", family=family, learned_disclosure=True)
+    cfg = dataclasses.replace(cfg, opponents=(Opponent("disclosure_aware"),))
+    out = train(cfg, tmp_path / "run", progress=False)
+    rows = list(csv.DictReader(open(out / "curve.csv")))
+    assert any(r.get("disclosure_rate") not in (None, "") for r in rows)
+    torch.manual_seed(cfg.seed)
+    fresh = RLBuyer(hidden=16, disclosure="learned").net.state_dict()
+    trained = load_file(str(out / "model.safetensors"))
+    for k in fresh:
+        if k.startswith("disclosure_head."):
+            assert not torch.equal(trained[k], fresh[k]), k
+    never = registry.get(str(out), "buyer")
+    always = registry.get(str(out) + "+disclosed", "buyer")
+    learned = registry.get(str(out) + "+learned", "buyer")
+    assert never.base_name == always.base_name == learned.base_name == "tiny_buyer"
+    seller = registry.make("disclosure_aware", "seller")
+    voluntary = dataclasses.replace(SMALL, disclosure="voluntary")
+    markets = {}
+    for entry in (never, always, learned):
+        m = play_markets(voluntary, 0, range(64), seller, entry.build(3))
+        markets[entry.name] = m
+    assert np.all(markets["tiny_buyer"]["buyer_surplus_disclosed"] == 0)
+    rates = [
+        np.mean(entry.build(3).disclose(np.ones((64, 4), bool), np.arange(64, dtype=np.uint64),
+                                        generate_batch(voluntary, 0, 64)))
+        for entry in (never, always, learned)
+    ]  # fmt: skip
+    assert rates[0] == 0.0 and rates[1] == 1.0 and 0.0 <= rates[2] <= 1.0
+    assert check_buyer(lambda seed: learned.build(seed), markets=6) == []

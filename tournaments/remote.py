@@ -103,8 +103,8 @@ class RemoteBuyer(_Remote, BuyerPolicy):
     def kinds(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
         return self._call("kinds", is_agent, key)
 
-    def disclose(self, is_agent: np.ndarray, key: np.ndarray) -> np.ndarray:
-        return self._call("disclose", is_agent, key)
+    def disclose(self, is_agent: np.ndarray, key: np.ndarray, market=None) -> np.ndarray:
+        return self._call("disclose", is_agent, key, market)
 
     def act(self, obs) -> BuyerAction:
         return self._call("act", obs)

@@ -182,11 +182,17 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
 
 
 def build(
-    data: CheckpointData, *, seed: int = 0, greedy: bool = True, shared: bool = False
+    data: CheckpointData,
+    *,
+    seed: int = 0,
+    greedy: bool = True,
+    shared: bool = False,
+    **kwargs: Any,
 ) -> RLSeller | RLBuyer:
     """The policy a checkpoint describes, ready to play. ``shared``: reuse the network
     already built from the same bytes in this process (frozen, for play only), so a
-    tournament worker loads each checkpoint once however many matches it plays."""
+    tournament worker loads each checkpoint once however many matches it plays.
+    ``kwargs``: play-time options of the policy class (``disclosure`` of a buyer)."""
     if shared:
         key = hashlib.sha256(data.config + data.weights).hexdigest()
         if key not in _SHARED:
@@ -197,14 +203,14 @@ def build(
             params = {"offsets": first.offsets, "expert_offsets": first.expert_offsets}
         else:
             params = {"shares": first.shares}
-        return cls(first.net, seed=seed, greedy=greedy, **params)
+        return cls(first.net, seed=seed, greedy=greedy, **params, **kwargs)
     meta = _parse_config(data)
     policy = meta["policy"]
     cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
     try:
         net = net_cls(cfg_cls(**policy["net"]))
         params = {k: tuple(float(x) for x in v) for k, v in policy["params"].items()}
-        out = cls(net, seed=seed, greedy=greedy, **params)
+        out = cls(net, seed=seed, greedy=greedy, **params, **kwargs)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{data.source}/{CONFIG}: bad policy config ({err})") from None
     try:

@@ -180,6 +180,12 @@ class TrainConfig:
     """Share of the warm start's price target moved from the expert's price to the levels
     around it (where the expert's own move was the teacher's), so exploration starts
     close to the expert."""
+    expert_coef: float = 0.0
+    """Seller side: weight of the expert's move's negative log-likelihood in the loss (a
+    pull toward the greedy matcher's play wherever departing has not proved better)."""
+    learned_disclosure: bool = False
+    """Buyer side: also learn, per market, whether to disclose under the voluntary rule
+    (a disclosure head, trained on markets of the voluntary rule)."""
     target_kl: float = 0.02
     """Stop an update's epochs once the approximate KL to the rollout policy exceeds
     this (0: never)."""
@@ -224,7 +230,7 @@ class TrainConfig:
         for name in ("gamma", "gae_lambda", "imitation_smoothing", "imitation_spread"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"train.{name}: expected a number in [0, 1]")
-        for name in ("ent_coef", "ent_end", "penalty", "target_kl"):
+        for name in ("ent_coef", "ent_end", "penalty", "target_kl", "expert_coef"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
         if self.batch_size % self.minibatches and self.side == "seller":
@@ -233,6 +239,8 @@ class TrainConfig:
             raise ValueError("no [[opponents]]: the learner needs someone to play")
         if self.family is None:
             raise ValueError("no [family]: the learner needs markets")
+        if self.learned_disclosure and self.side != "buyer":
+            raise ValueError("train.learned_disclosure: a buyer-side option")
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
 

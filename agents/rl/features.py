@@ -312,3 +312,32 @@ def buyer_features(obs: BuyerObs, mem: BuyerMemory) -> np.ndarray:
         full(np.minimum(obs.num_buyers / np.maximum(obs.stock.sum(axis=1), 1), 4.0)[:, None] / 4),
     ]
     return _stack(cols)
+
+
+DISCLOSURE_FEATURES = 8
+
+
+def disclosure_features(market) -> np.ndarray:
+    """(B, N, DISCLOSURE_FEATURES) what each buyer knows before its market starts: its own
+    values against the public catalog, and the market's size, budget and patience. Only
+    buyer i's own row of the values enters buyer i's features."""
+    cfg = market.config
+    lo, w = cfg.lo, cfg.width
+    v = (market.values - lo) / w  # (B, N, M)
+    c = ((market.costs - lo) / w)[:, None, :]
+    margin = v - c
+    top2 = -np.sort(-margin, axis=2)
+    second = top2[..., 1] if margin.shape[2] > 1 else np.zeros_like(top2[..., 0])
+    b, n, _ = v.shape
+    stock = market.inventory.sum(axis=1)[:, None] / n
+    cols = [
+        top2[..., 0],
+        top2[..., 0] - second,
+        v.max(axis=2),
+        v.mean(axis=2),
+        np.broadcast_to(c.mean(axis=2), (b, n)),
+        np.broadcast_to(np.minimum(stock, 3.0) / 3.0, (b, n)),
+        np.full((b, n), min(n / cfg.turns, 4.0) / 4.0),
+        np.full((b, n), min(cfg.patience, cfg.turns) / cfg.turns),
+    ]
+    return _stack(cols)

@@ -113,6 +113,8 @@ class BuyerNetConfig:
     """Bid levels of the counter-price head."""
     hidden: int = 48
     """Width of every layer."""
+    disclosure: int = 0
+    """Features of the disclosure head (0: no head; the buyer never chooses to disclose)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -130,6 +132,16 @@ class BuyerNet(nn.Module):
         self.product_head = nn.Linear(h, 1)
         self.price_head = nn.Linear(h, cfg.levels)
         self.value_head = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, 1))
+        if cfg.disclosure:
+            # Per buyer, before the market: (logit of disclosing, value of the market to it).
+            self.disclosure_head = nn.Sequential(
+                nn.Linear(cfg.disclosure, h), nn.ReLU(), nn.Linear(h, 2)
+            )
+
+    def disclosure(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (..., disclosure features) -> (logit of disclosing, value), each (...)."""
+        out = self.disclosure_head(x)
+        return out[..., 0], out[..., 1]
 
     def forward(
         self, x: torch.Tensor, offered: torch.Tensor, in_stock: torch.Tensor

@@ -41,11 +41,13 @@ from torch import nn
 from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.rl.features import (
     BUYER_FEATURES,
+    DISCLOSURE_FEATURES,
     SELLER_FEATURES,
     BuyerMemory,
     SellerFeatures,
     SellerMemory,
     buyer_features,
+    disclosure_features,
     seller_features,
 )
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
@@ -74,7 +76,7 @@ EXPERT_OFFSETS: tuple[float, ...] = (0.0, -0.04, -0.02, 0.02, 0.04)
 BID_SHARES: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 # Streams of the keyed noise, one per choice.
-_PAIR, _LEVEL, _DECISION, _PRODUCT, _BID = 11, 12, 21, 22, 23
+_PAIR, _LEVEL, _DECISION, _PRODUCT, _BID, _DISCLOSE = 11, 12, 21, 22, 23, 24
 
 
 def _pick(logits: torch.Tensor, u: np.ndarray | None) -> np.ndarray:
@@ -121,6 +123,7 @@ class SellerDecision:
     level_ok: np.ndarray  # (B, K) bool, the allowed levels of the chosen pair
     logp: np.ndarray  # (B,) log-probability of the choice
     value: np.ndarray  # (B,)
+    expert_pair: np.ndarray  # (B,) the pair the expert would pick (its price is its level)
 
 
 class RLSeller(SellerPolicy):
@@ -209,6 +212,7 @@ class RLSeller(SellerPolicy):
             level_ok=level_ok,
             logp=logp.cpu().numpy(),
             value=value.cpu().numpy(),
+            expert_pair=np.argmax(self._table[0].reshape(b, n * m), axis=1),
         )
 
     def _u(self, obs: SellerObs, stream: int) -> np.ndarray:
@@ -281,15 +285,24 @@ class RLBuyer(BuyerPolicy):
         greedy: bool = True,
         shares: tuple[float, ...] = BID_SHARES,
         hidden: int = 48,
+        disclosure: str = "never",
+        disclosure_head: bool = False,
     ) -> None:
         self.shares = tuple(float(x) for x in shares)
         if net is None:
-            net = BuyerNet(BuyerNetConfig(BUYER_FEATURES, len(self.shares), hidden))
+            feats = DISCLOSURE_FEATURES if disclosure_head or disclosure == "learned" else 0
+            net = BuyerNet(BuyerNetConfig(BUYER_FEATURES, len(self.shares), hidden, feats))
         if net.cfg.levels != len(self.shares) or net.cfg.features != BUYER_FEATURES:
             raise ValueError("the network's levels or features do not fit this policy")
+        if disclosure not in ("never", "learned"):
+            raise ValueError(f"disclosure: never or learned, got {disclosure!r}")
+        if disclosure == "learned" and not net.cfg.disclosure:
+            raise ValueError("disclosure = learned needs a network with a disclosure head")
         self.net = net
         self.seed = int(seed)
         self.greedy = greedy
+        self.disclosure = disclosure
+        self.trace_disclosure: list | None = None  # a trainer's record of the choices
         self._mem: BuyerMemory | None = None
 
     def reset(self, batch_size: int) -> None:
@@ -354,6 +367,37 @@ class RLBuyer(BuyerPolicy):
 
     def _u(self, obs: BuyerObs, stream: int) -> np.ndarray:
         return uniform(self.seed, obs.key, obs.turn, obs.buyer, stream)
+
+    def disclose(self, is_agent: np.ndarray, key: np.ndarray, market=None) -> np.ndarray:
+        """Never, or (``disclosure="learned"``) what the disclosure head says from each
+        buyer's own values and the public market: logit > 0 in greedy mode, a keyed draw
+        when sampling. With ``trace_disclosure`` set to a list, appends (features, choice,
+        log-probability, value) for a trainer."""
+        is_agent = np.asarray(is_agent, bool)
+        if self.disclosure != "learned" or market is None:
+            return np.zeros(is_agent.shape, bool)
+        x = disclosure_features(market)
+        with torch.inference_mode():
+            logit, value = self.net.disclosure(_t(x, self.net))
+            logit = logit.double().cpu().numpy()
+        p = 1.0 / (1.0 + np.exp(-logit))
+        n = is_agent.shape[1]
+        if self.greedy:
+            choice = logit > 0
+        else:
+            choice = uniform(self.seed, np.asarray(key)[:, None], np.arange(n), _DISCLOSE) < p
+        if self.trace_disclosure is not None:
+            logp = np.where(choice, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
+            self.trace_disclosure.append((x, choice, logp, value.cpu().numpy()))
+        return choice & is_agent
+
+    def evaluate_disclosure(self, x: torch.Tensor, choice: torch.Tensor):
+        """Log-probabilities, entropies and values of stored disclosure choices."""
+        logit, value = self.net.disclosure(x)
+        logp = -torch.nn.functional.softplus(torch.where(choice, -logit, logit))
+        p = torch.sigmoid(logit)
+        ent = torch.nn.functional.binary_cross_entropy_with_logits(logit, p, reduction="none")
+        return logp, ent, value
 
     def evaluate(self, x, offered, in_stock, decision_ok, decision, product, level):
         """Log-probabilities, entropies and values of stored decisions, with gradients."""

@@ -138,6 +138,7 @@ def seller_rollout(
             "value",
             "reward",
             "done",
+            "expert_pair",
         )
     }
     episodes = []
@@ -157,6 +158,7 @@ def seller_rollout(
             ("value", d.value),
             ("reward", step.reward),
             ("done", step.done),
+            ("expert_pair", d.expert_pair),
         ):
             cols[k].append(a)
         if step.done.any():
@@ -177,6 +179,7 @@ def seller_rollout(
     data["ret"] = torch.from_numpy((adv + value).reshape(-1)).float()
     data["pair"] = data["pair"].long()
     data["level"] = data["level"].long()
+    data["expert_pair"] = data["expert_pair"].long()
     stats = _episode_stats(episodes)
     stats["step_reward"] = float(reward.mean())
     return Rollout(data, stats)
@@ -207,9 +210,17 @@ def buyer_rollout(
 ) -> Rollout:
     """Whole episodes of B markets; each decision's advantage is its buyer's return to
     the end of the market (its surplus from then on) minus the value."""
+    learned = policy.disclosure == "learned"
     env = BuyerEnv(
-        market, opponents, cfg.batch_size, seed=env_seed, weights=weights, autoreset=False
+        market,
+        opponents,
+        cfg.batch_size,
+        seed=env_seed,
+        weights=weights,
+        autoreset=False,
+        disclose=policy.disclose if learned else False,
     )
+    policy.trace_disclosure = [] if learned else None
     obs = env.reset()
     policy.reset(cfg.batch_size)
     keys = (
@@ -254,6 +265,7 @@ def buyer_rollout(
         obs = step.obs
     reward = np.stack(cols["reward"])  # (S, B, N)
     to_go = np.flip(np.cumsum(np.flip(reward, 0), 0), 0)  # each buyer's return from step t
+    disclosure = _disclosure_samples(policy, market, env, to_go[0]) if learned else {}
     buyer = np.stack(cols["buyer"])  # (S, B)
     ret = np.take_along_axis(to_go, buyer[..., None], axis=2)[..., 0]
     mask = np.stack(cols["mask"]).reshape(-1)
@@ -266,9 +278,30 @@ def buyer_rollout(
         data[k] = data[k].long()
     data["ret"] = torch.from_numpy(ret.reshape(-1)[mask]).float()
     data["adv"] = torch.from_numpy((ret - value).reshape(-1)[mask]).float()
+    data.update(disclosure)
     stats = _episode_stats(episodes)
     stats["decisions"] = float(mask.sum())
+    if "disc_choice" in disclosure:
+        stats["disclosure_rate"] = float(disclosure["disc_choice"].float().mean())
     return Rollout(data, stats)
+
+
+def _disclosure_samples(policy: RLBuyer, market: MarketConfig, env, total: np.ndarray) -> dict:
+    """The disclosure choices of the rollout's agent buyers (taken at the start of each
+    market), with each buyer's whole-market return; only under the voluntary rule, where
+    the choice changes anything."""
+    trace, policy.trace_disclosure = policy.trace_disclosure, None
+    if market.disclosure != "voluntary" or not trace:
+        return {}
+    x, choice, logp, value = trace[0]
+    agent = env.engine.is_agent
+    return {
+        "disc_x": torch.from_numpy(x[agent]),
+        "disc_choice": torch.from_numpy(choice[agent]),
+        "disc_logp": torch.from_numpy(logp[agent]).float(),
+        "disc_ret": torch.from_numpy(total[agent]).float(),
+        "disc_adv": torch.from_numpy(total[agent] - value[agent]).float(),
+    }
 
 
 # ---------------------------------------------------------------------- warm start
@@ -452,15 +485,18 @@ def ppo_update(
         if cfg.target_kl and stats["approx_kl"] and stats["approx_kl"][-1] > cfg.target_kl:
             break  # the policy has moved far enough from the one that collected the data
         for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+            expert = torch.zeros(())
             if isinstance(policy, RLSeller):
                 x = [data[k][idx] for k in ("pair_x", "buyer_x", "product_x", "market_x")]
-                logp, ent, value, _, _ = policy.evaluate(
+                logp, ent, value, logits, plog = policy.evaluate(
                     x,
                     data["open"][idx],
                     data["pair"][idx],
                     data["level"][idx],
                     data["level_ok"][idx],
                 )
+                if cfg.expert_coef > 0:
+                    expert = _expert_nll(policy, logits, plog, data, idx)
             else:
                 logp, ent, value = policy.evaluate(
                     data["x"][idx],
@@ -477,18 +513,59 @@ def ppo_update(
             ratio = log_ratio.exp()
             pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
             v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
-            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss
+            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + cfg.expert_coef * expert
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
+                stats.setdefault("expert_nll", []).append(float(expert))
                 stats["policy_loss"].append(float(pg))
                 stats["value_loss"].append(float(v_loss))
                 stats["entropy"].append(float(ent.mean()))
                 stats["approx_kl"].append(float(((ratio - 1) - log_ratio).mean()))
                 stats["clipfrac"].append(float(((ratio - 1).abs() > cfg.clip).float().mean()))
-    return {k: float(np.mean(v)) for k, v in stats.items()}
+    out = {k: float(np.mean(v)) for k, v in stats.items()}
+    if "disc_x" in data:
+        out.update(_disclosure_update(policy, optimizer, data, cfg, ent_coef, g))
+    return out
+
+
+def _expert_nll(policy: RLSeller, logits, plog, data: dict, idx) -> torch.Tensor:
+    """How unlikely the expert's own move is under the policy: the expert's pair, and its
+    price level where the sampled pair was the expert's. A small weight on it keeps the
+    policy on the expert's move wherever departing from it has not proved better."""
+    pair = data["expert_pair"][idx]
+    nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0]
+    same = (data["pair"][idx] == pair).to(nll.dtype)
+    level = torch.log_softmax(plog, -1)[:, policy.expert_level]
+    return (nll - same * level).mean()
+
+
+def _disclosure_update(policy: RLBuyer, optimizer, data: dict, cfg: TrainConfig,
+                       ent_coef: float, g: torch.Generator) -> dict[str, float]:  # fmt: skip
+    """The same clipped objective for the learned disclosure choice (one sample per agent
+    buyer per market), whose advantage is the buyer's whole-market return minus the
+    disclosure head's value."""
+    n = data["disc_x"].shape[0]
+    losses = []
+    for _ in range(cfg.epochs):
+        for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+            logp, ent, value = policy.evaluate_disclosure(data["disc_x"][idx],
+                                                          data["disc_choice"][idx])  # fmt: skip
+            adv = data["disc_adv"][idx]
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            ratio = (logp - data["disc_logp"][idx]).exp()
+            pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
+            v_loss = 0.5 * ((value - data["disc_ret"][idx]) ** 2).mean()
+            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            losses.append((pg.item(), v_loss.item()))
+    pg, vl = np.mean(losses, axis=0)
+    return {"disclosure_policy_loss": float(pg), "disclosure_value_loss": float(vl)}
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -536,7 +613,7 @@ class _AllAgents:
     def kinds(self, is_agent, key):
         return np.full(np.shape(is_agent), self.inner.kind == "agent")
 
-    def disclose(self, is_agent, key):
+    def disclose(self, is_agent, key, market=None):
         return np.zeros(np.shape(is_agent), bool)
 
 
@@ -551,11 +628,26 @@ def _new_policy(cfg: TrainConfig):
         want = RLSeller if cfg.side == "seller" else RLBuyer
         if not isinstance(policy, want):
             raise TrainError(f"train.init: {cfg.init} is not a {cfg.side} checkpoint")
+        if cfg.side == "buyer" and cfg.learned_disclosure:
+            policy = _with_disclosure_head(policy, cfg)
         return policy
     torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from torch's RNG
     if cfg.side == "seller":
         return RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
-    return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
+    mode = "learned" if cfg.learned_disclosure else "never"
+    return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)
+
+
+def _with_disclosure_head(policy: RLBuyer, cfg: TrainConfig) -> RLBuyer:
+    """The buyer, with a (fresh) disclosure head if it has none, choosing by it."""
+    net = policy.net
+    if not net.cfg.disclosure:
+        torch.manual_seed(cfg.seed)
+        grown = RLBuyer(hidden=net.cfg.hidden, shares=policy.shares, disclosure_head=True).net
+        missing, unexpected = grown.load_state_dict(net.state_dict(), strict=False)
+        assert not unexpected and all(k.startswith("disclosure_head.") for k in missing)
+        net = grown
+    return RLBuyer(net, seed=cfg.seed, greedy=False, shares=policy.shares, disclosure="learned")
 
 
 def _save_state(out: Path, optimizer: torch.optim.Optimizer, iteration: int, info: dict) -> None:
@@ -609,6 +701,8 @@ def train(
         if saved != json.loads(json.dumps(cfg.to_dict())):
             raise TrainError(f"{out}: the run was started with a different config")
         policy = checkpoint.load(out, seed=cfg.seed, greedy=False)
+        if cfg.side == "buyer" and cfg.learned_disclosure:
+            policy = _with_disclosure_head(policy, cfg)
     else:
         if (out / STATE_JSON).exists():
             raise TrainError(f"{out}: a run is already there (use --resume, or a new --out)")

@@ -24,7 +24,7 @@ class _Chooser(StrategicAgent):
     """A strategic agent that discloses on about half of its markets (by the market key's
     parity): a stand-in for a learned choice."""
 
-    def disclose(self, is_agent, key):
+    def disclose(self, is_agent, key, market=None):
         pick = (np.asarray(key, np.uint64) % np.uint64(2) == 0)[:, None]
         return np.asarray(is_agent, bool) & pick
 

@@ -267,7 +267,9 @@ def test_bad_league_configs_are_one_clear_error(tmp_path, change, words):
     assert "\n" not in str(err.value) and str(err.value).startswith(str(path))
 
 
-def test_the_shipped_league_config_loads_or_names_the_missing_rl_agent():
+def test_the_shipped_league_configs_load_or_name_the_missing_rl_agent():
+    scripted = load_league_config(str(ROOT / "tournaments" / "leagues" / "league_scripted.toml"))
+    assert scripted.seller.init == scripted.buyer.init == ""
     path = ROOT / "tournaments" / "leagues" / "league.toml"
     try:
         cfg = load_league_config(str(path))

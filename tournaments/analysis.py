@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,9 @@ class Analysis:
     markets: int
     """Market rows analysed."""
     _ratings: tuple[RatingRow, ...] | _RatingsJob = field(repr=False, compare=False)
+    study: Any = None
+    """The disclosure study (``tournaments.disclosure.DisclosureStudy``) of a run that is
+    one (configs that differ only in the agent share); None otherwise."""
 
     @property
     def ratings(self) -> tuple[RatingRow, ...]:

@@ -11,6 +11,7 @@ same ``report.md``, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -113,7 +114,14 @@ def analyze_run(
     """The analysis a report shows; compute it once and pass it to the writers.
     ``background`` is :func:`tournaments.analysis.analyze`'s (``start_elo`` gives one)."""
     rec = Records.from_columns(records)
-    return analyze(rec, reference=_reference(rec, meta), seed=seed, background=background)
+    analysis = analyze(rec, reference=_reference(rec, meta), seed=seed, background=background)
+    spec = run_info(meta).spec
+    from tournaments.disclosure import disclosure_study, is_study
+
+    if is_study(spec):
+        study = disclosure_study(rec, spec, seed=seed)
+        analysis = dataclasses.replace(analysis, study=study)
+    return analysis
 
 
 def start_elo(folder: str | Path, meta: Mapping[str, Any], *, seed: int = 0) -> Background:
@@ -171,6 +179,15 @@ def _figures(analysis: Analysis, stem: str) -> dict[str, tuple[str, str, Any, An
             name, "Disclosure effect forest plot", plots.plot_disclosure_forest,
             lambda rows=rows: rows, True,
         )  # fmt: skip
+    if analysis.study is not None:  # the disclosure study's forest plots, by agent share
+        from tournaments.disclosure import study_forest_rows
+
+        for treat in ("mandatory", "voluntary"):
+            out[f"study:effect:{treat}"] = (
+                f"{stem}_study_{treat}.png", "Disclosure study forest plot",
+                plots.plot_disclosure_forest,
+                lambda t=treat: study_forest_rows(analysis.study, t), True,
+            )  # fmt: skip
     # Last: the ratings may still be waiting for Elo from a second process.
     out["ratings"] = (f"{stem}_ratings.png", "Ratings with 95% bootstrap intervals",
                       plots.plot_ratings, lambda: analysis.ratings, False)  # fmt: skip

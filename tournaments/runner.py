@@ -64,6 +64,7 @@ def run_tournament(
     progress: bool = True,
     unit_markets: int | None = None,
     on_result: Callable[[UnitResult, dict], None] | None = None,
+    extend: bool = False,
     *,
     connect_timeout: float | None = None,
 ) -> RunSummary:
@@ -73,7 +74,9 @@ def run_tournament(
     the largest up to 1,000 that fits a unit's memory (``tournaments.limits``).
     ``connect_timeout``: seconds to join a cluster before giving up (default 30).
     A folder this call created is removed again if the run stops before it stored
-    anything (a cluster that cannot be joined leaves no half-made folder)."""
+    anything (a cluster that cannot be joined leaves no half-made folder).
+    ``extend``: ``folder`` may hold a run of a spec that ``spec`` extends (more entries);
+    only the new matches are played (``ResultStore.create_or_resume``)."""
     from tournaments.raysession import CONNECT_TIMEOUT_S, LOG_NAME, output_to
 
     if workers < 1:
@@ -90,7 +93,7 @@ def run_tournament(
     t0 = time.perf_counter()
     folder = Path(folder)
     created = _created_by_us(folder)
-    store = ResultStore.create_or_resume(folder, spec, unit_markets)
+    store = ResultStore.create_or_resume(folder, spec, unit_markets, extend=extend)
     ctx: dict = {"replaced": 0, "ray_start_s": 0.0, "units": 0, "markets": 0, "ray": False}
     done = 0
     try:

@@ -99,11 +99,22 @@ class ResultStore:
     # ------------------------------------------------------------------ opening
     @classmethod
     def create_or_resume(
-        cls, folder: str | Path, spec: TournamentSpec, unit_markets: int = 1000
+        cls,
+        folder: str | Path,
+        spec: TournamentSpec,
+        unit_markets: int = 1000,
+        *,
+        extend: bool = False,
     ) -> ResultStore:
         """Open the run folder for ``spec``: a new folder is initialised; an existing one must
         hold the same spec (same seed and markets included) cut into the same units, else
-        StoreError and nothing in it is touched."""
+        StoreError and nothing in it is touched.
+
+        ``extend``: the folder may also hold a spec that ``spec`` extends (the same
+        tournament with more sellers, buyers or checkpoints; see ``extends``): its new
+        matches are added and the stored spec replaced by ``spec``, in one transaction, so
+        a run grows by the new matches without replaying what is stored (how a league adds
+        each round's snapshots to one store)."""
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise StoreError(f"{folder} exists and is not a folder")
@@ -129,7 +140,8 @@ class ResultStore:
         # Compared as specs, not as text: a folder stored before a rename of the spec's
         # tables holds the same spec in other words.
         old = _stored_spec(stored.get("spec"))
-        if "spec" in stored and (old is None or old.to_dict() != spec.to_dict()):
+        grow = extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
+        if "spec" in stored and not grow and (old is None or old.to_dict() != spec.to_dict()):
             conn.close()
             before = old.to_dict() if old is not None else json.loads(stored["spec"])
             diff = _spec_diff(before, spec.to_dict())
@@ -143,6 +155,8 @@ class ResultStore:
                 f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
                 f"not {unit_markets}; resume with the same unit size"
             )
+        if grow:
+            _add_matches(conn, spec, spec_json)
         # spec.json first: a run killed after the commit below still has it.
         try:
             (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
@@ -400,6 +414,46 @@ def _stored_spec(text: str | None) -> TournamentSpec | None:
         return None
 
 
+def extends(new: TournamentSpec, old: TournamentSpec) -> bool:
+    """Whether ``new`` is ``old`` with more entries: the same seed, markets per match,
+    configs, rules, populations and settings; every seller, buyer and checkpoint of ``old``
+    still there (a checkpoint with the same weights). Every stored match is then a match
+    of ``new``, with the same markets and dice."""
+    a, b = old.to_dict(), new.to_dict()
+    ta, tb = a["tournament"], b["tournament"]
+    grown = ("sellers", "buyers", "checkpoints")
+    same = {k: v for k, v in ta.items() if k not in grown} == {
+        k: v for k, v in tb.items() if k not in grown
+    }
+    old_ck, new_ck = ta.get("checkpoints", {}), tb.get("checkpoints", {})
+    return (
+        same
+        and a["populations"] == b["populations"]
+        and a["configs"] == b["configs"]
+        and set(ta["sellers"]) <= set(tb["sellers"])
+        and set(ta["buyers"]) <= set(tb["buyers"])
+        and all(new_ck.get(k) == v for k, v in old_ck.items())
+    )
+
+
+def _add_matches(conn: sqlite3.Connection, spec: TournamentSpec, spec_json: str) -> None:
+    """The matches of ``spec`` not stored yet, numbered after the stored ones, and the
+    stored spec replaced, in one transaction."""
+    known = {row[0] for row in conn.execute("SELECT match_id FROM matches")}
+    start = (conn.execute("SELECT max(match) FROM matches").fetchone()[0] or 0) + 1
+    new = [m for m in spec.matches() if m.match_id not in known]
+    with conn:
+        conn.executemany(
+            "INSERT INTO matches (match, match_id, seller, buyer, disclosure, config) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (start + k, m.match_id, m.seller, m.buyer, m.disclosure, m.config)
+                for k, m in enumerate(new)
+            ],
+        )
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'spec'", (spec_json,))
+
+
 def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
     have = [row[1] for row in conn.execute("PRAGMA table_info(markets)")]
     missing = [c for c in ("match", "market", *STORED_METRICS) if c not in have]
@@ -438,4 +492,4 @@ def _spec_diff(old: dict, new: dict) -> str:
     return "differs in " + ", ".join(keys) if keys else "differs"
 
 
-__all__ = ["ResultStore", "StoreError", "package_versions"]
+__all__ = ["ResultStore", "StoreError", "extends", "package_versions"]

@@ -4,7 +4,8 @@
 - ``tournament``: ``tournament``, ``report``, ``show``, ``export`` (runs and their folders);
 - ``bench``: ``bench NAME`` (the benchmark scripts);
 - ``check``: ``check MODULE:CLASS`` (the conformance check on a policy class of one's own);
-- ``train``, ``league``: the places for training and league commands.
+- ``compare``: ``compare RUN_A RUN_B`` (paired differences between two runs);
+- ``train``, ``league``: training, and rounds of learners against frozen pools.
 
 Every command turns bad input (unknown names, malformed files, impossible parameters)
 into one ``arena: error: ...`` line and exit code 2; nothing here prints a traceback for
@@ -18,10 +19,10 @@ import os
 import sqlite3
 import sys
 
-from tournaments.cli import bench, check, league, market, tournament, train
+from tournaments.cli import bench, check, compare, league, market, tournament, train
 from tournaments.cli.common import CliError, Parser
 
-GROUPS = (market, tournament, train, league, bench, check)
+GROUPS = (market, tournament, compare, train, league, bench, check)
 """Command groups, in the order ``arena --help`` lists them."""
 
 

@@ -1,0 +1,1043 @@
+"""The seller-vs-buyer league: rounds of learners against frozen pools (``arena league``).
+
+A round ``r >= 1``:
+
+1. Learners. A seller learner trains against the buyer pool while a buyer learner trains
+   against the seller pool, both against the pools as round ``r - 1`` left them, so the
+   jobs are independent Ray tasks (``learners`` per side run at once where the cluster
+   has the CPUs). Each is an ``agents.rl.ppo.train`` run whose config is the side's base
+   training config with: ``init`` = the side's newest snapshot (round one: the config's
+   ``init``, the shipped RL agent), ``opponents`` = the other side's pool weighted by the
+   meta-strategy (``tournaments.metastrategy``), the per-round iteration budget and a
+   seed keyed by (league seed, side, round, learner).
+2. Freeze. Every learner's checkpoint joins its side's pool under the name
+   ``PREFIX_sR`` (sellers) or ``PREFIX_bR`` (buyers) (``_k`` appended with several
+   learners per side); the side's newest snapshot is its best-rated learner of the round.
+3. Round robin. The new snapshots play every member of the other side's pool on the
+   league's configs and rules, with common random numbers, in the league's one store
+   (``DIR/results.sqlite``). The store's spec grows by the new entries each round and
+   the store adds only their matches (``ResultStore.create_or_resume(extend=True)``):
+   nothing stored is replayed. Ratings are fitted over every stored market with the same
+   pinned reference, so every generation sits on one scale.
+4. Exploitability of each newest snapshot: a fresh best response (a PPO run from the
+   other side's ``exploit_init``, the shipped RL agent by default, with the fixed budget
+   ``exploit_iterations``) trains against the frozen snapshot alone, then plays it on the
+   round robin's markets. Exploitability = its mean market score (the rating score, 0..1,
+   from its side) minus that of the best pool member against the same snapshot, paired
+   per market instance, with a 95% interval.
+
+Round 0 is the round robin of the initial pools (scripted and shipped agents) and the
+exploitability of the shipped agents. The best responses of round ``r`` and the learners
+of round ``r + 1`` need nothing from each other, so they run as one batch of Ray tasks
+(the longest first).
+
+Folder::
+
+    DIR/league.json            the league config as run (a resumed league must match)
+    DIR/results.sqlite         the one growing store of every round robin (spec.json beside)
+    DIR/round_RRR/             per round: seller/, buyer/ (the learners' checkpoints, curves),
+                               exploit_seller/, exploit_buyer/ (best responses) and their
+                               evaluation stores, weights.json (the meta-strategy's weights),
+                               payoff.csv, ratings.csv, split.csv, round.json (written last)
+    DIR/league.csv, league.md, league.png, payoff.png   across rounds (league_report)
+
+Resume: a round is complete once its ``round.json`` is written. A killed league reruns
+from the first incomplete round, keeping every finished piece of it: trained learners
+(and partly trained ones, which resume from their last checkpoint), stored round-robin
+units, best responses. Learner and best-response configs, meta-strategy weights and
+seeds are fixed when first computed, so a resumed league gives the same numbers.
+
+Clusters: checkpoints travel to learner tasks as bytes; a task on a node that cannot see
+the league folder trains in a temporary folder and sends the files back.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.stats import mean_ci
+from arena.config import read_toml
+from arena.rewards import rating_score
+from arena.seeding import keyed_seed, keyed_sequence
+from tournaments.effects import bootstrap_mean_ci
+from tournaments.metastrategy import META_STRATEGIES, opponent_weights, payoff_matrix
+from tournaments.records import Records
+from tournaments.spec import SpecError, TournamentSpec, spec_from_dict
+
+ROUND_FILE = "round.json"
+CONFIG_FILE = "league.json"
+# What a learner's folder holds that the league keeps (a task on another node sends them).
+LEARNER_FILES = (
+    "model.safetensors",
+    "config.json",
+    "curve.csv",
+    "curve.png",
+    "train_state.json",
+    "train_state.safetensors",
+)
+ANALYSIS_COLUMNS = ("profit", "buyer_surplus", "w_star", "efficiency", "capture", "deal_rate")
+_SIDES = ("seller", "buyer")
+_OTHER = {"seller": "buyer", "buyer": "seller"}
+_LETTER = {"seller": "s", "buyer": "b"}
+
+
+class LeagueError(ValueError):
+    """A league that cannot start or go on; one line for the command line."""
+
+
+# ---------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class SideConfig:
+    """One side of the league: its learners, its initial pool, its best responses."""
+
+    side: str
+    base: Any
+    """The ``TrainConfig`` every learner of the side starts from (its market family and
+    hyper-parameters, with the ``[SIDE.train]`` overrides); a round sets ``name``,
+    ``seed``, ``iterations``, ``init`` and ``opponents``."""
+    pool: tuple[str, ...]
+    """The initial pool: registry names, population names (buyers) or checkpoint paths."""
+    iterations: int
+    """PPO iterations of each learner in each round."""
+    init: str = ""
+    """Round one's starting checkpoint (a directory; "": fresh weights and the base
+    config's warm start)."""
+    exploit_iterations: int = 10
+    """PPO iterations of the best response trained against the other side's newest
+    snapshot."""
+    exploit_init: str = ""
+    """The best response's starting checkpoint ("": fresh weights, no warm start)."""
+
+
+@dataclass(frozen=True)
+class LeagueConfig:
+    """Everything a league depends on (with the seeds, it fixes every number)."""
+
+    name: str
+    seller: SideConfig
+    buyer: SideConfig
+    tournament: dict[str, Any]
+    """The round robin's spec without its entries: ``tournament`` (seed, markets,
+    disclosure, reference, ...), ``populations`` and ``configs`` tables."""
+    seed: int = 0
+    """Root seed of learners and best responses (the markets use the tournament's)."""
+    rounds: int = 3
+    meta_strategy: str = "nash"
+    """uniform | nash | prioritized (see ``tournaments.metastrategy``)."""
+    uniform_mix: float = 0.25
+    """Share of the uniform distribution mixed into the meta-strategy's weights."""
+    power: float = 2.0
+    """Exponent of ``prioritized``."""
+    learners: int = 1
+    """Learners per side per round (each with its own seed); all are frozen into the
+    pool and the best-rated is the side's newest snapshot."""
+    prefix: str = ""
+    """Start of the snapshots' entry names ("": the league's name)."""
+    rating_rounds: int = 200
+    """Bootstrap rounds of the ratings."""
+    source: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.meta_strategy not in META_STRATEGIES:
+            raise ValueError(
+                f"league.meta_strategy: {self.meta_strategy!r}; known: "
+                + ", ".join(META_STRATEGIES)
+            )
+        if not 0.0 <= self.uniform_mix <= 1.0:
+            raise ValueError("league.uniform_mix: expected a number in [0, 1]")
+        for name in ("rounds", "learners", "seed", "rating_rounds"):
+            x = getattr(self, name)
+            if isinstance(x, bool) or not isinstance(x, int) or x < (0 if name == "seed" else 1):
+                raise ValueError(f"league.{name}: expected an integer >= 1, got {x!r}")
+        if not _good_name(self.snapshot_prefix):
+            raise ValueError(f"league.prefix: {self.snapshot_prefix!r} cannot start entry names")
+
+    @property
+    def snapshot_prefix(self) -> str:
+        return self.prefix or self.name
+
+    def side(self, side: str) -> SideConfig:
+        return self.seller if side == "seller" else self.buyer
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: what ``league.json`` holds and a resumed league is compared with."""
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in ("name", "seed", "rounds", "meta_strategy", "uniform_mix", "power")
+        }
+        out.update(
+            learners=self.learners,
+            prefix=self.snapshot_prefix,
+            rating_rounds=self.rating_rounds,
+            tournament=self.tournament,
+        )
+        for side in _SIDES:
+            sc = self.side(side)
+            out[side] = {
+                "pool": list(sc.pool),
+                "iterations": sc.iterations,
+                "init": sc.init,
+                "exploit_iterations": sc.exploit_iterations,
+                "exploit_init": sc.exploit_init,
+                "train": sc.base.to_dict(),
+            }
+        return json.loads(json.dumps(out))
+
+
+def _good_name(name: str) -> bool:
+    return bool(name) and not name.startswith(".") and not any(c in name for c in "|#/\\,:= ")
+
+
+_LEAGUE_KEYS = {
+    "name",
+    "seed",
+    "rounds",
+    "meta_strategy",
+    "uniform_mix",
+    "power",
+    "learners",
+    "prefix",
+    "rating_rounds",
+    "threads",
+    "eval_markets",
+    "checkpoint_every",
+}
+_SIDE_KEYS = {
+    "config",
+    "train",
+    "family",
+    "pool",
+    "iterations",
+    "init",
+    "exploit_iterations",
+    "exploit_init",
+}
+
+
+def load_league_config(path: str, **overrides: Any) -> LeagueConfig:
+    """Read a league config (TOML); every problem is one LeagueError naming the file.
+    ``overrides`` replace ``[league]`` keys (``rounds``)."""
+    try:
+        data = read_toml(path, "league config")
+        return league_from_dict(data, base=str(Path(path).parent), source=path, **overrides)
+    except LeagueError as err:
+        raise LeagueError(f"{path}: {err}") from None
+    except (TypeError, ValueError) as err:
+        raise LeagueError(f"{path}: {err}") from None
+
+
+def league_from_dict(
+    data: dict[str, Any], *, base: str = ".", source: str = "", **overrides: Any
+) -> LeagueConfig:
+    """A league config from parsed TOML; paths are relative to ``base``."""
+    from agents.rl.config import load_train_config
+
+    unknown = sorted(set(data) - {"league", "seller", "buyer", "tournament", "populations",
+                                  "configs"})  # fmt: skip
+    if unknown:
+        raise LeagueError(f"unknown table(s) {', '.join(unknown)}")
+    league = dict(data.get("league", {}))
+    bad = sorted(set(league) - _LEAGUE_KEYS)
+    if bad:
+        raise LeagueError(f"unknown [league] key(s) {', '.join(bad)}")
+    league.update({k: v for k, v in overrides.items() if v is not None})
+    train_common = {
+        "threads": int(league.pop("threads", 1)),
+        "eval_every": 0,
+        "eval_markets": int(league.pop("eval_markets", 100)),
+        "checkpoint_every": int(league.pop("checkpoint_every", 5)),
+    }
+    sides = {}
+    for side in _SIDES:
+        table = data.get(side)
+        if not isinstance(table, dict):
+            raise LeagueError(f"no [{side}] table")
+        bad = sorted(set(table) - _SIDE_KEYS)
+        if bad:
+            raise LeagueError(f"unknown [{side}] key(s) {', '.join(bad)}")
+        if "config" not in table:
+            raise LeagueError(f"{side}.config: the training config its learners start from")
+        cfg_path = _path(table["config"], base)
+        overrides_train = dict(table.get("train", {}))
+        known_train = set(overrides_train) & {"name", "seed", "iterations", "init", "opponents"}
+        if known_train:
+            raise LeagueError(
+                f"[{side}.train] sets {', '.join(sorted(known_train))}: the league sets those"
+            )
+        overrides_train.update(train_common)
+        try:
+            train = load_train_config(cfg_path)
+            train = dataclasses.replace(train, **overrides_train)
+        except (TypeError, ValueError) as err:
+            raise LeagueError(f"{side}.config: {err}") from None
+        if train.side != side:
+            raise LeagueError(f"{side}.config: {cfg_path} trains a {train.side}")
+        family = table.get("family")
+        if family is not None:
+            names = dict(train.family.configs)
+            missing = [n for n in family if n not in names]
+            if missing or not family:
+                raise LeagueError(f"{side}.family: no base config {missing[:1] or '[]'}")
+            train = dataclasses.replace(
+                train,
+                family=dataclasses.replace(
+                    train.family, configs=tuple((n, names[n]) for n in family)
+                ),
+            )
+        # Paths in the training config resolve against its own folder; the league's
+        # learners name everything by absolute path or registry name instead.
+        train = dataclasses.replace(train, source="")
+        pool = table.get("pool")
+        if not isinstance(pool, list) or not pool or not all(isinstance(x, str) for x in pool):
+            raise LeagueError(f"{side}.pool: a non-empty list of entries")
+        init = _checkpoint_dir(table.get("init", ""), base, f"{side}.init")
+        sides[side] = SideConfig(
+            side=side,
+            base=train,
+            pool=tuple(_entry_path(x, base) for x in pool),
+            iterations=_pos(table.get("iterations", 20), f"{side}.iterations"),
+            init=init,
+            exploit_iterations=_pos(
+                table.get("exploit_iterations", 10), f"{side}.exploit_iterations"
+            ),
+            exploit_init=_checkpoint_dir(
+                table.get("exploit_init", table.get("init", "")), base, f"{side}.exploit_init"
+            ),
+        )
+    t = dict(data.get("tournament", {}))
+    for key in ("sellers", "buyers"):
+        if key in t:
+            raise LeagueError(f"tournament.{key}: the pools are the league's [seller]/[buyer] pool")
+    tournament = {"tournament": t, "populations": dict(data.get("populations", {}))}
+    tournament["configs"] = data.get("configs", {})
+    name = league.pop("name", "league")
+    cfg = LeagueConfig(
+        name=name,
+        seller=sides["seller"],
+        buyer=sides["buyer"],
+        tournament=tournament,
+        source=source,
+        **league,
+    )
+    # The initial round robin must be a valid spec (entries, populations, configs).
+    pools = {side: list(cfg.side(side).pool) for side in _SIDES}
+    try:
+        round_robin_spec(cfg, pools["seller"], pools["buyer"], check=True)
+    except SpecError as err:
+        raise LeagueError(f"the round robin: {err}") from None
+    return cfg
+
+
+def _pos(x: Any, what: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise LeagueError(f"{what}: expected a positive integer, got {x!r}")
+    return x
+
+
+def _path(p: str, base: str) -> str:
+    return str(Path(p) if Path(p).is_absolute() else (Path(base) / p).resolve())
+
+
+def _entry_path(name: str, base: str) -> str:
+    """A pool entry: checkpoint paths become absolute; names pass."""
+    from agents.registry import DISCLOSED_SUFFIX
+
+    if "/" not in name and not name.startswith("."):
+        return name
+    suffix = DISCLOSED_SUFFIX if name.endswith(DISCLOSED_SUFFIX) else ""
+    return _path(name.removesuffix(suffix), base) + suffix
+
+
+def _checkpoint_dir(name: str, base: str, what: str) -> str:
+    """A learner's start: "" (fresh), a checkpoint directory, or a registry entry built
+    from one (a shipped RL agent), as an absolute path."""
+    if not name:
+        return ""
+    if "/" in name or name.startswith("."):
+        path = _path(name, base)
+        if not (Path(path) / "config.json").is_file():
+            raise LeagueError(f"{what}: {path} is not a checkpoint directory")
+        return path
+    from agents import registry
+
+    try:
+        entry = registry.get(name)
+    except registry.UnknownEntry as err:
+        raise LeagueError(
+            f"{what}: {err} (a shipped RL agent is an entry once its checkpoint is in "
+            "agents/rl/checkpoints)"
+        ) from None
+    if not entry.source or not (Path(entry.source) / "config.json").is_file():
+        raise LeagueError(f"{what}: {name!r} is not built from a checkpoint")
+    return str(Path(entry.source).resolve())
+
+
+# ---------------------------------------------------------------------- pools and specs
+def entry_name(entry: str) -> str:
+    """The name an entry plays under in the store: its own, or a checkpoint's from its
+    config.json."""
+    from agents.registry import DISCLOSED_SUFFIX
+
+    if "/" not in entry:
+        return entry
+    from agents.rl.checkpoint import read_checkpoint
+
+    suffix = DISCLOSED_SUFFIX if entry.endswith(DISCLOSED_SUFFIX) else ""
+    data = read_checkpoint(entry.removesuffix(suffix))
+    return data.meta()["policy"]["name"] + suffix
+
+
+def round_robin_spec(
+    cfg: LeagueConfig, sellers: list[str], buyers: list[str], *, check: bool = True
+) -> TournamentSpec:
+    """The round robin of the pools, in the league's one spec (growing by entries)."""
+    data = json.loads(json.dumps(cfg.tournament))
+    t = data["tournament"]
+    t.update(name=cfg.name, sellers=list(sellers), buyers=list(buyers))
+    t.setdefault("transcripts", 0)
+    return spec_from_dict(data, check_entries=check)
+
+
+def _exploit_spec(cfg: LeagueConfig, seller: str, buyer: str, name: str) -> TournamentSpec:
+    data = json.loads(json.dumps(cfg.tournament))
+    t = data["tournament"]
+    t.update(name=name, sellers=[seller], buyers=[buyer], transcripts=0)
+    t.pop("reference", None)
+    t.pop("hosted", None)
+    return spec_from_dict(data)
+
+
+def learner_opponent(cfg: LeagueConfig, entry: str) -> str:
+    """What a learner's ``Opponent`` names for a pool entry: a population's mix, else
+    the entry (a registry name or a checkpoint path)."""
+    return dict(cfg.tournament.get("populations", {})).get(entry, entry)
+
+
+# ---------------------------------------------------------------------- learner jobs
+@dataclass(frozen=True)
+class LearnerJob:
+    """One PPO run: its config (checkpoints named by the driver's paths), the driver's
+    folder for it, and the bytes of every checkpoint it names (for other nodes)."""
+
+    cfg: Any  # TrainConfig
+    out: str
+    checkpoints: tuple = ()  # ((path, CheckpointData), ...)
+    cost: float = 1.0  # for scheduling: the longest first
+
+    @property
+    def label(self) -> str:
+        return Path(self.out).name
+
+
+def learner_job(cfg: Any, out: Path) -> LearnerJob:
+    from agents.rl.checkpoint import read_checkpoint
+
+    paths = [o.name for o in cfg.opponents if "/" in o.name] + ([cfg.init] if cfg.init else [])
+    data = tuple((p, read_checkpoint(p)) for p in dict.fromkeys(paths))
+    # A seller's turn costs several times a buyer's decision (it scores every pair).
+    per_iteration = cfg.batch_size * (5.0 if cfg.side == "seller" else 1.0)
+    return LearnerJob(cfg, str(out), data, cost=cfg.iterations * per_iteration)
+
+
+def trained(cfg: Any, out: Path) -> bool:
+    """Whether ``out`` holds the finished run of ``cfg``."""
+    from agents.rl.ppo import STATE_JSON
+
+    try:
+        state = json.loads((Path(out) / STATE_JSON).read_text())
+    except (OSError, ValueError):
+        return False
+    return (
+        state.get("iteration") == cfg.iterations
+        and state.get("config") == json.loads(json.dumps(cfg.to_dict()))
+        and (Path(out) / "config.json").is_file()
+    )
+
+
+def run_learner(job: LearnerJob) -> dict[str, bytes]:
+    """Train (or resume, or find finished) one learner; returns its folder's files. Runs
+    in a Ray task or in the driver. Where the driver's folder is not visible (another
+    node), trains in a temporary folder from the checkpoints' bytes."""
+    from agents.rl.ppo import STATE_JSON, train
+
+    cfg, out = job.cfg, Path(job.out)
+    tmp = None
+    if not out.parent.is_dir():
+        tmp = Path(tempfile.mkdtemp(prefix="league-"))
+        cfg = _materialized(cfg, job.checkpoints, tmp)
+        out = tmp / "run"
+    try:
+        if not trained(cfg, out):
+            resume = (out / STATE_JSON).is_file()
+            train(cfg, out, resume=resume, progress=False)
+        return {n: (out / n).read_bytes() for n in LEARNER_FILES if (out / n).is_file()}
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _materialized(cfg: Any, checkpoints: tuple, root: Path) -> Any:
+    """``cfg`` with every checkpoint path replaced by a copy written under ``root``."""
+    from agents.rl.config import Opponent
+
+    where = {}
+    for k, (path, data) in enumerate(checkpoints):
+        d = root / f"ck{k}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_bytes(data.config)
+        (d / "model.safetensors").write_bytes(data.weights)
+        where[path] = str(d)
+    return dataclasses.replace(
+        cfg,
+        init=where.get(cfg.init, cfg.init),
+        opponents=tuple(Opponent(where.get(o.name, o.name), o.weight) for o in cfg.opponents),
+    )
+
+
+def _write_files(out: Path, files: dict[str, bytes]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        path = out / name
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        tmp = path.with_name(name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------- results of a round
+@dataclass(frozen=True)
+class Exploitability:
+    """A best response against one frozen snapshot, beside the best pool member."""
+
+    side: str
+    """The side of the snapshot exploited."""
+    target: str
+    response: str
+    """The best response's entry name."""
+    response_score: float
+    """Its mean market score against the target (from its side, 0..1)."""
+    best_member: str
+    """The pool member of the other side that scores best against the target."""
+    best_score: float
+    gain: float
+    """response_score - best_score: the exploitability."""
+    lower: float
+    """95% percentile bootstrap interval of ``gain`` (market instances resampled)."""
+    upper: float
+    t_lower: float
+    t_upper: float
+    markets: int
+
+
+def exploitability(
+    side: str,
+    target: str,
+    response: str,
+    response_rows: Records,
+    pool_rows: Records,
+    seed: int = 0,
+) -> Exploitability:
+    """Exploitability of ``target`` (a ``side`` entry): the best response's market score
+    against it minus the best pool member's, paired on (config, rule, market index)."""
+    other = _OTHER[side]
+
+    def scores(rec: Records) -> np.ndarray:
+        s = np.asarray(rating_score(rec["profit"], rec["buyer_surplus"], rec["w_star"]), float)
+        return s if other == "seller" else 1.0 - s
+
+    def keyed(rec: Records) -> dict[tuple, float]:
+        keys = zip(rec["config"], rec["disclosure"], rec.market.tolist(), strict=True)
+        return dict(zip(keys, scores(rec).tolist(), strict=True))
+
+    mine = response_rows.take(np.asarray(response_rows[side] == target))
+    resp = keyed(mine)
+    rows = pool_rows.take(np.asarray(pool_rows[side] == target))
+    members = sorted(set(rows[other].tolist()))
+    if not resp or not members:
+        raise LeagueError(f"no markets of {target} to measure its exploitability on")
+    best, best_mean = "", -math.inf
+    for m in members:
+        sel = rows.take(np.asarray(rows[other] == m))
+        mean = float(np.nanmean(scores(sel)))
+        if mean > best_mean:
+            best, best_mean = m, mean
+    base = keyed(rows.take(np.asarray(rows[other] == best)))
+    common = sorted(set(resp) & set(base))
+    d = np.array([resp[k] - base[k] for k in common])
+    d = d[np.isfinite(d)]
+    gain, t_lo, t_hi = mean_ci(d)
+    rng = np.random.default_rng(keyed_sequence(seed, f"exploitability\x1f{target}"))
+    lo, hi = bootstrap_mean_ci(d, rng)
+    r = np.array([resp[k] for k in common])
+    return Exploitability(
+        side=side,
+        target=target,
+        response=response,
+        response_score=float(np.nanmean(r)),
+        best_member=best,
+        best_score=best_mean,
+        gain=gain,
+        lower=lo,
+        upper=hi,
+        t_lower=t_lo,
+        t_upper=t_hi,
+        markets=int(d.size),
+    )
+
+
+SPLIT_FIELDS = ("capture", "buyer_share", "efficiency", "score", "profit", "buyer_surplus")
+
+
+def surplus_split(rec: Records, seller: str, buyer: str) -> list[dict[str, Any]]:
+    """The split of ``seller`` vs ``buyer`` per (config, rule) and over all: mean with a 95%
+    Student-t interval of capture (profit / W*_T), buyer share (buyer surplus / W*_T),
+    efficiency, the seller's market score, profit and buyer surplus."""
+    sel = rec.take(np.asarray((rec["seller"] == seller) & (rec["buyer"] == buyer)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = sel["w_star"]
+        cols = {
+            "capture": sel["capture"],
+            "buyer_share": np.where(w > 0, sel["buyer_surplus"] / np.where(w > 0, w, 1), np.nan),
+            "efficiency": sel["efficiency"],
+            "score": np.asarray(rating_score(sel["profit"], sel["buyer_surplus"], w), float),
+            "profit": sel["profit"],
+            "buyer_surplus": sel["buyer_surplus"],
+        }
+    groups = [("all", "all", np.ones(sel.rows, bool))]
+    cells = sorted(set(zip(sel["config"].tolist(), sel["disclosure"].tolist(), strict=True)))
+    if len(cells) > 1:
+        for config, rule in cells:
+            groups.append(
+                (config, rule, np.asarray((sel["config"] == config) & (sel["disclosure"] == rule)))
+            )
+    out = []
+    for config, rule, mask in groups:
+        row: dict[str, Any] = {"config": config, "disclosure": rule, "n": int(mask.sum())}
+        for k in SPLIT_FIELDS:
+            row[k] = list(mean_ci(cols[k][mask]))
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------------- the driver
+@dataclass
+class LeagueSummary:
+    folder: Path
+    rounds_run: list[int]
+    wall_s: float
+
+
+def run_league(
+    cfg: LeagueConfig,
+    out: str | os.PathLike,
+    *,
+    workers: int = 2,
+    address: str | None = None,
+    use_ray: bool = True,
+    progress: bool = True,
+    log: Callable[[str], None] | None = print,
+) -> LeagueSummary:
+    """Run (or resume) the league ``cfg`` in folder ``out``, up to ``cfg.rounds`` rounds."""
+    t0 = time.perf_counter()
+    league = _League(cfg, Path(out), workers, address, use_ray, progress, log or (lambda _: None))
+    done = league.run()
+    return LeagueSummary(Path(out), done, time.perf_counter() - t0)
+
+
+class _League:
+    def __init__(self, cfg, out: Path, workers, address, use_ray, progress, log) -> None:
+        if workers < 1:
+            raise LeagueError(f"workers must be >= 1, got {workers}")
+        self.cfg, self.out, self.workers, self.address = cfg, out, workers, address
+        self.use_ray, self.progress, self.log = use_ray, progress, log
+        self._check_folder()
+        # Pools as the spec names them (registry or population names, checkpoint paths).
+        self.pool = {side: list(cfg.side(side).pool) for side in _SIDES}
+        self.newest: dict[str, str | None] = {
+            side: (cfg.side(side).init or None) for side in _SIDES
+        }
+
+    # ------------------------------------------------------------------ folder
+    def _check_folder(self) -> None:
+        out = self.out
+        if out.exists() and not out.is_dir():
+            raise LeagueError(f"{out} exists and is not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / CONFIG_FILE
+        mine = self.cfg.to_dict()
+        if path.is_file():
+            stored = json.loads(path.read_text())
+            a = {k: v for k, v in stored.items() if k != "rounds"}
+            b = {k: v for k, v in mine.items() if k != "rounds"}
+            if a != b:
+                keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                raise LeagueError(
+                    f"{out} holds a league with a different config (differs in "
+                    f"{', '.join(keys)}); resume with the same config or choose another --out"
+                )
+        path.write_text(json.dumps(mine, indent=2) + "\n")
+
+    def round_dir(self, r: int) -> Path:
+        return self.out / f"round_{r:03d}"
+
+    def complete_rounds(self) -> list[int]:
+        done = []
+        r = 0
+        while (self.round_dir(r) / ROUND_FILE).is_file():
+            done.append(r)
+            r += 1
+        return done
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> list[int]:
+        done = self.complete_rounds()
+        for r in done:  # the pools and newest snapshots as the stored rounds left them
+            info = json.loads((self.round_dir(r) / ROUND_FILE).read_text())
+            for side in _SIDES:
+                self.pool[side] += [str(self.out / p) for p in info["snapshots"][side]]
+                newest = info["newest"][side]
+                self.newest[side] = None if newest is None else self._as_entry(newest)
+        ran = []
+        for r in range(len(done), self.cfg.rounds + 1):
+            self.log(f"round {r} of {self.cfg.rounds}")
+            self._round(r)
+            ran.append(r)
+        if ran or not (self.out / "league.csv").is_file():
+            from tournaments.league_report import write_league_report
+
+            write_league_report(self.out)
+        return ran
+
+    def _as_entry(self, stored: str) -> str:
+        """A stored newest snapshot (a folder relative to the league, or an entry) as the
+        pool names it."""
+        return str(self.out / stored) if stored.startswith("round_") else stored
+
+    def _round(self, r: int) -> None:
+        cfg, rd = self.cfg, self.round_dir(r)
+        rd.mkdir(parents=True, exist_ok=True)
+        wall: dict[str, float] = {}
+        t = time.perf_counter()
+        snapshots: dict[str, list[str]] = {side: [] for side in _SIDES}
+        weights = None
+        if r > 0:
+            jobs, weights = self._learner_jobs(r)
+            self._run_jobs(jobs)
+            for side in _SIDES:
+                snapshots[side] = [str(Path(j.out)) for j in jobs if j.cfg.side == side]
+                self.pool[side] += snapshots[side]
+        wall["learners"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        spec = round_robin_spec(cfg, self.pool["seller"], self.pool["buyer"])
+        from tournaments.runner import run_tournament
+
+        run_tournament(
+            spec,
+            self.out,
+            workers=self.workers,
+            address=self.address,
+            use_ray=self.use_ray,
+            progress=self.progress,
+            extend=True,
+        )
+        wall["round_robin"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        rec = self._records(self.out)
+        from tournaments.analysis import ratings_table
+
+        ratings = ratings_table(
+            rec, reference=spec.reference, rounds=cfg.rating_rounds, seed=cfg.seed, shuffles=32
+        )
+        bt = {row.player: row.bt for row in ratings}
+        for side in _SIDES:
+            if snapshots[side]:  # the best-rated learner of the round is the newest
+                self.newest[side] = max(snapshots[side], key=lambda p: bt.get(entry_name(p), -1e9))
+        names = {side: [entry_name(e) for e in self.pool[side]] for side in _SIDES}
+        matrix = payoff_matrix(rec).sub(names["seller"], names["buyer"])
+        newest = {s: (entry_name(self.newest[s]) if self.newest[s] else None) for s in _SIDES}
+        for side in _SIDES:  # a newest snapshot outside the pool (a fresh start) has no row
+            if newest[side] not in names[side]:
+                newest[side] = None
+        wall["analysis"] = time.perf_counter() - t
+
+        # The best responses of this round and the learners of the next, as one batch.
+        t = time.perf_counter()
+        jobs = self._exploit_jobs(r, newest)
+        if r < cfg.rounds:
+            nxt, _ = self._learner_jobs(r + 1, matrix=matrix, newest=newest)
+            jobs += [j for j in nxt if not trained(j.cfg, Path(j.out))]
+        self._run_jobs(jobs)
+        wall["exploit_and_next_learners"] = time.perf_counter() - t
+        t = time.perf_counter()
+        exploit = {}
+        for side in _SIDES:
+            if newest[side] is not None:
+                exploit[side] = dataclasses.asdict(self._exploit_eval(r, side, newest[side], rec))
+        wall["exploit_eval"] = time.perf_counter() - t
+
+        split = (
+            surplus_split(rec, newest["seller"], newest["buyer"])
+            if newest["seller"] and newest["buyer"]
+            else []
+        )
+        _write_csv(
+            rd / "payoff.csv",
+            ["seller", *matrix.buyers],
+            [[s, *(f"{x:.6g}" for x in row)] for s, row in zip(matrix.sellers, matrix.score,
+                                                              strict=True)],
+        )  # fmt: skip
+        _write_csv(
+            rd / "ratings.csv",
+            ["player", "side", "bt", "lower", "upper", "elo", "rank", "games"],
+            [[x.player, x.side, f"{x.bt:.2f}", f"{x.lower:.2f}", f"{x.upper:.2f}",
+              f"{x.elo:.2f}", x.rank, x.games] for x in ratings],
+        )  # fmt: skip
+        _write_csv(
+            rd / "split.csv",
+            ["config", "disclosure", "n", *(f"{k}{e}" for k in SPLIT_FIELDS
+                                            for e in ("", "_lower", "_upper"))],
+            [[row["config"], row["disclosure"], row["n"],
+              *(f"{v:.6g}" for k in SPLIT_FIELDS for v in row[k])] for row in split],
+        )  # fmt: skip
+        info = {
+            "round": r,
+            "sellers": names["seller"],
+            "buyers": names["buyer"],
+            "snapshots": {
+                s: [str(Path(p).relative_to(self.out)) for p in snapshots[s]] for s in _SIDES
+            },  # fmt: skip
+            "newest": {
+                s: (self._stored_entry(self.newest[s]) if self.newest[s] else None) for s in _SIDES
+            },
+            "newest_names": newest,
+            "weights": weights,
+            "payoff": {
+                "sellers": list(matrix.sellers),
+                "buyers": list(matrix.buyers),
+                "score": _nan_none(matrix.score.tolist()),
+            },  # fmt: skip
+            "ratings": [dataclasses.asdict(x) for x in ratings],
+            "reference": spec.reference,
+            "split": split,
+            "exploitability": exploit,
+            "wall_s": {k: round(v, 2) for k, v in wall.items()},
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
+        tmp = rd / (ROUND_FILE + ".tmp")
+        tmp.write_text(json.dumps(_nan_none(info), indent=2) + "\n")
+        os.replace(tmp, rd / ROUND_FILE)
+        self.log(
+            f"round {r} done: "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in wall.items())
+            + "".join(
+                f"; exploitability of {e['target']} {e['gain']:+.3f} [{e['lower']:+.3f}, "
+                f"{e['upper']:+.3f}]"
+                for e in exploit.values()
+            )
+        )
+
+    def _stored_entry(self, entry: str) -> str:
+        p = Path(entry)
+        if p.is_absolute() and self.out.resolve() in p.resolve().parents:
+            return str(p.resolve().relative_to(self.out.resolve()))
+        return entry
+
+    # ------------------------------------------------------------------ jobs
+    def _learner_jobs(
+        self, r: int, *, matrix=None, newest: dict | None = None
+    ) -> tuple[list[LearnerJob], dict]:
+        """The learners of round ``r``. Their meta-strategy weights are computed once (from
+        the store as round ``r - 1`` left it) and kept in ``weights.json``."""
+        from agents.rl.config import Opponent
+
+        cfg, rd = self.cfg, self.round_dir(r)
+        path = rd / "weights.json"
+        if path.is_file():
+            weights = json.loads(path.read_text())
+        else:
+            if matrix is None:
+                # A league grown by more rounds: the store is as round r - 1 left it (a
+                # round robin needs its learners, whose weights are written first).
+                names = {side: [entry_name(e) for e in self.pool[side]] for side in _SIDES}
+                matrix = payoff_matrix(self._records(self.out)).sub(names["seller"], names["buyer"])
+                newest = {
+                    side: entry_name(self.newest[side]) if self.newest[side] else None
+                    for side in _SIDES
+                }
+            weights = {}
+            for side in _SIDES:
+                w = opponent_weights(
+                    matrix,
+                    side,
+                    cfg.meta_strategy,
+                    learner=(newest or {}).get(side),
+                    uniform_mix=cfg.uniform_mix,
+                    power=cfg.power,
+                )
+                weights[side] = {k: round(v, 6) for k, v in w.items()}
+            rd.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(weights, indent=2) + "\n")
+        jobs = []
+        for side in _SIDES:
+            sc = cfg.side(side)
+            other = _OTHER[side]
+            by_name = {entry_name(e): e for e in self.pool[other]}
+            opponents = tuple(
+                Opponent(learner_opponent(cfg, by_name[name]), w)
+                for name, w in weights[side].items()
+                if w > 1e-6
+            )
+            init = self.newest[side] or ""
+            for k in range(cfg.learners):
+                suffix = f"_{k}" if cfg.learners > 1 else ""
+                name = f"{cfg.snapshot_prefix}_{_LETTER[side]}{r}{suffix}"
+                tcfg = dataclasses.replace(
+                    sc.base,
+                    name=name,
+                    seed=keyed_seed(cfg.seed, f"league|{side}|{r}|{k}") % 2**31,
+                    iterations=sc.iterations,
+                    init=init,
+                    imitate="" if init else sc.base.imitate,
+                    opponents=opponents,
+                )
+                jobs.append(learner_job(tcfg, rd / f"{side}{suffix}"))
+        return jobs, weights
+
+    def _exploit_jobs(self, r: int, newest: dict[str, str | None]) -> list[LearnerJob]:
+        from agents.rl.config import Opponent
+
+        jobs = []
+        for side in _SIDES:
+            if newest[side] is None:
+                continue
+            other = _OTHER[side]
+            sc = self.cfg.side(other)  # the best response plays the other side
+            target = self._pool_entry(side, newest[side])
+            tcfg = dataclasses.replace(
+                sc.base,
+                name=f"{self.cfg.snapshot_prefix}_x{_LETTER[other]}{r}",
+                seed=keyed_seed(self.cfg.seed, f"exploit|{side}|{r}") % 2**31,
+                iterations=sc.exploit_iterations,
+                init=sc.exploit_init,
+                imitate="" if sc.exploit_init else sc.base.imitate,
+                opponents=(Opponent(learner_opponent(self.cfg, target)),),
+            )
+            out = self.round_dir(r) / f"exploit_{side}"
+            if not trained(tcfg, out):
+                jobs.append(learner_job(tcfg, out))
+        return jobs
+
+    def _pool_entry(self, side: str, name: str) -> str:
+        for e in self.pool[side]:
+            if entry_name(e) == name:
+                return e
+        raise LeagueError(f"{name} is not in the {side} pool")
+
+    def _run_jobs(self, jobs: list[LearnerJob]) -> None:
+        jobs = sorted([j for j in jobs if not trained(j.cfg, Path(j.out))], key=lambda j: -j.cost)
+        if not jobs:
+            return
+        self.log("training " + ", ".join(j.label for j in jobs))
+        if not self.use_ray:
+            for job in jobs:
+                _write_files(Path(job.out), run_learner(job))
+            return
+        import ray
+
+        from tournaments.runner import init_ray
+
+        init_ray(self.address, self.workers)
+        task = ray.remote(num_cpus=1, max_retries=1)(run_learner)
+        refs = {task.remote(job): job for job in jobs}
+        try:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                job = refs.pop(ready[0])
+                try:
+                    files = ray.get(ready[0])
+                except Exception as err:  # noqa: BLE001 - one line; a rerun resumes
+                    text = str(err).strip().splitlines()
+                    raise LeagueError(
+                        f"learner {job.out} failed: {text[-1] if text else type(err).__name__}"
+                    ) from err
+                _write_files(Path(job.out), files)
+        finally:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+
+    # ------------------------------------------------------------------ exploitability
+    def _exploit_eval(self, r: int, side: str, target: str, pool_rows: Records) -> Exploitability:
+        """The best response of round ``r`` against the newest ``side`` snapshot, played on
+        the round robin's markets, against the best pool member on the same markets."""
+        from tournaments.runner import run_tournament
+
+        folder = self.round_dir(r) / f"exploit_{side}"
+        entry = self._pool_entry(side, target)
+        seller, buyer = (entry, str(folder)) if side == "seller" else (str(folder), entry)
+        spec = _exploit_spec(self.cfg, seller, buyer, f"{self.cfg.name}-exploit-{side}-{r}")
+        run_tournament(spec, folder / "eval", use_ray=False, progress=False)
+        rows = self._records(folder / "eval")
+        response = entry_name(str(folder))
+        return exploitability(side, target, response, rows, pool_rows, seed=self.cfg.seed)
+
+    @staticmethod
+    def _records(folder: Path) -> Records:
+        from tournaments.store import ResultStore
+
+        store = ResultStore.open(folder)
+        try:
+            return store.records(ANALYSIS_COLUMNS)
+        finally:
+            store.close()
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _nan_none(x: Any) -> Any:
+    """NaN as null (JSON has no NaN)."""
+    if isinstance(x, float):
+        return None if math.isnan(x) else x
+    if isinstance(x, dict):
+        return {k: _nan_none(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_nan_none(v) for v in x]
+    return x
+
+
+__all__ = [
+    "Exploitability",
+    "LeagueConfig",
+    "LeagueError",
+    "LeagueSummary",
+    "SideConfig",
+    "exploitability",
+    "league_from_dict",
+    "load_league_config",
+    "round_robin_spec",
+    "run_league",
+    "run_learner",
+    "surplus_split",
+]

@@ -54,6 +54,31 @@ def test_seller_runs_unchanged_on_any_market_size_and_scale():
         assert m["seller_violations"].sum() == 0 and np.isfinite(m["profit"]).all()
 
 
+def test_the_levels_price_from_signal_expert_and_cost():
+    from arena.engine import BatchedMarket
+    from arena.prices import cents
+
+    s = _seller()
+    batch = generate_batch(SMALL, 4, range(16))
+    engine = BatchedMarket(batch)
+    obs = engine.seller_observation()
+    s.reset(16)
+    d = s.decide(obs)  # fills the expert's table and the memory
+    to, product, ar = d.action.to, d.action.product, np.arange(16)
+    lo, hi = obs.price_range
+    cost, signal = obs.costs[ar, product], obs.signals[ar, to, product]
+    first = s.expert_level + len(s.expert_offsets)
+    assert s.levels == first + len(s.markups) and s.markups == (0.2, 0.35, 0.5, 0.7, 1.0)
+    for k, markup in enumerate(s.markups):
+        p = s._price(obs, to, product, np.full(16, first + k))
+        np.testing.assert_array_equal(p, cents(cost * (1 + markup), lo, hi))
+    for k, off in enumerate(s.offsets):
+        p = s._price(obs, to, product, np.full(16, k))
+        np.testing.assert_array_equal(p, cents(np.maximum(signal + off * (hi - lo), cost), lo, hi))
+    expert = s._price(obs, to, product, np.full(16, s.expert_level))
+    np.testing.assert_array_equal(expert, cents(s._table[1][ar, to, product], lo, hi))
+
+
 def test_sampling_explores_and_greedy_does_not():
     s = _seller()
     sampled = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=1, greedy=False), Truthful())

@@ -54,7 +54,7 @@ POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
 }
 _POLICY_KEYS = {"class", "name", "side", "kind", "params", "net"}
 _PARAMS = {
-    "RLSeller": {"offsets", "expert_offsets"},
+    "RLSeller": {"offsets", "expert_offsets", "markups"},
     "RLBuyer": {"shares"},
     "FixedSizeSeller": {"buyers", "products", "offsets"},
 }
@@ -211,8 +211,6 @@ def build(
         cls = type(first)
         if hasattr(first, "checkpoint_params"):
             params = cls.from_checkpoint_params(first.checkpoint_params())
-        elif cls is RLSeller:
-            params = {"offsets": first.offsets, "expert_offsets": first.expert_offsets}
         else:
             params = {"shares": first.shares}
         return cls(first.net, seed=seed, greedy=greedy, **params, **kwargs)

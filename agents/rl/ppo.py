@@ -417,7 +417,7 @@ def _level_ce(
     if spread <= 0:
         return loss
     logp = torch.log_softmax(logits, dim=-1)
-    near = list(range(policy.expert_level + 1, policy.levels))
+    near = list(range(policy.expert_level + 1, policy.expert_level + len(policy.expert_offsets)))
     on_expert = (target == policy.expert_level).to(logp.dtype)
     # CE of (1 - eps - spread) on the target, spread spread over ``near``, eps uniform.
     around = -logp[:, near].mean(-1) + logp.gather(1, target[:, None])[:, 0]

@@ -221,6 +221,22 @@ def test_the_league_on_ray_gives_the_same_numbers(league, tmp_path, ray_session)
     assert _rounds(tmp_path / "run") == _rounds(league / "run")
 
 
+def test_the_league_command_on_its_own_ray_plays_every_round(league, tmp_path):
+    """As a user runs it: a fresh process that starts its own Ray for the whole league (its
+    round robins and learners share it), over round transitions, Ray's lines in the log."""
+    path = _config(tmp_path, "lg")
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    cmd = [sys.executable, "-m", "tournaments.cli", "league", str(path), "--out", str(out),
+           "--quiet", "--workers", "2"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _rounds(out) == _rounds(league / "run")
+    assert "Started a local Ray instance" not in proc.stdout + proc.stderr
+    assert "Started a local Ray instance" in (out / "ray.log").read_text()
+
+
 def test_a_learner_on_a_node_without_the_league_folder_trains_from_bytes(league, tmp_path):
     """The checkpoints a learner names travel as bytes; where the league folder is not
     visible, it trains in a temporary folder and sends its files back."""

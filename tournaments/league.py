@@ -712,6 +712,14 @@ class _League:
                 newest = info["newest"][side]
                 self.newest[side] = None if newest is None else self._as_entry(newest)
         ran = []
+        if self.use_ray and len(done) <= self.cfg.rounds:
+            # One Ray for the whole league: the round robins and the learners share it
+            # (a round robin that started its own Ray would end it when it finishes).
+            from tournaments.raysession import LOG_NAME, output_to
+            from tournaments.runner import init_ray
+
+            with output_to(self.out / LOG_NAME):  # Ray's own lines go to the log
+                init_ray(self.address, self.workers)
         for r in range(len(done), self.cfg.rounds + 1):
             self.log(f"round {r} of {self.cfg.rounds}")
             self._round(r)

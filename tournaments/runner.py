@@ -203,14 +203,24 @@ def _run_here(spec: TournamentSpec, todo: Iterator[Unit], store_result) -> None:
         store_result(result)
 
 
+_PROCESS_SESSIONS: list = []
+"""Ray sessions kept for the life of this process (``init_ray``): a session's guard ends
+the Ray it started as soon as the session is dropped."""
+
+
 def init_ray(address: str | None, workers: int) -> float:
     """Start (or join) Ray for the rest of this process, as a run does (a private local
     instance unless an address is given, ended with this process); returns the seconds it
     took."""
+    import atexit
+
     from tournaments.raysession import connect
 
     t0 = time.perf_counter()
-    connect(address, workers)
+    session = connect(address, workers)
+    if session.owned:
+        _PROCESS_SESSIONS.append(session)
+        atexit.register(session.close)
     return time.perf_counter() - t0
 
 

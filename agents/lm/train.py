@@ -4,8 +4,8 @@ One file, top to bottom (``train``):
 
 1. **Model.** A local causal-LM directory (``base_model``), or the tiny default built
    from ``[model]`` (``agents.lm.model.build_tiny``) into ``OUT/base``.
-2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``; a
-   trained ``rl_seller`` once registered) plays ``sft.markets`` markets against the
+2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``, or the
+   trained ``rl_seller``) plays ``sft.markets`` markets against the
    buyers with prompts kept (``agents.lm.transcripts``); the model learns to write the
    teacher's messages: cross-entropy on the completion tokens and the end-of-text token,
    ``sft.epochs`` passes in seeded order. Saved as ``OUT/sft``.

@@ -672,11 +672,8 @@ class _League:
             for job in jobs:
                 _write_files(Path(job.out), run_learner(job))
             return
-        import ray
+        import ray  # started by run() for the whole league
 
-        from tournaments.runner import init_ray
-
-        init_ray(self.address, self.workers)
         task = ray.remote(num_cpus=1, max_retries=1)(run_learner)
         refs = {task.remote(job): job for job in jobs}
         try:

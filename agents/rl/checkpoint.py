@@ -98,12 +98,7 @@ def save(
         raise CheckpointError(f"{cls} cannot be saved as a checkpoint")
     tensors = {k: v.detach().contiguous().clone() for k, v in policy.net.state_dict().items()}
     weights = save_tensors(tensors)
-    if hasattr(policy, "checkpoint_params"):
-        params = policy.checkpoint_params()
-    elif cls == "RLSeller":
-        params = {"offsets": list(policy.offsets)}
-    else:
-        params = {"shares": list(policy.shares)}
+    params = policy.checkpoint_params()
     config = {
         "format": FORMAT,
         "policy": {
@@ -209,20 +204,14 @@ def build(
             _SHARED[key] = build(data)
         first = _SHARED[key]
         cls = type(first)
-        if hasattr(first, "checkpoint_params"):
-            params = cls.from_checkpoint_params(first.checkpoint_params())
-        else:
-            params = {"shares": first.shares}
+        params = cls.from_checkpoint_params(first.checkpoint_params())
         return cls(first.net, seed=seed, greedy=greedy, **params, **kwargs)
     meta = _parse_config(data)
     policy = meta["policy"]
     cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
     try:
         net = net_cls(cfg_cls(**policy["net"]))
-        if hasattr(cls, "from_checkpoint_params"):
-            params = cls.from_checkpoint_params(policy["params"])
-        else:
-            params = {k: tuple(float(x) for x in v) for k, v in policy["params"].items()}
+        params = cls.from_checkpoint_params(policy["params"])
         out = cls(net, seed=seed, greedy=greedy, **params, **kwargs)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{data.source}/{CONFIG}: bad policy config ({err})") from None

@@ -171,6 +171,7 @@ class RLSeller(SellerPolicy):
         return len(self.offsets) + 1 + len(self.expert_offsets) + len(self.markups)
 
     def checkpoint_params(self) -> dict[str, list[float]]:
+        """What a checkpoint stores besides the network (``agents.rl.checkpoint``)."""
         return {
             "offsets": list(self.offsets),
             "expert_offsets": list(self.expert_offsets),
@@ -179,7 +180,8 @@ class RLSeller(SellerPolicy):
 
     @classmethod
     def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...]]:
-        return {k: tuple(float(x) for x in v) for k, v in params.items()}
+        """Constructor arguments from a checkpoint's params."""
+        return _float_tuples(params)
 
     @property
     def expert_level(self) -> int:
@@ -329,6 +331,15 @@ class RLBuyer(BuyerPolicy):
         self.trace_disclosure: list | None = None  # a trainer's record of the choices
         self._mem: BuyerMemory | None = None
 
+    def checkpoint_params(self) -> dict[str, list[float]]:
+        """What a checkpoint stores besides the network (``agents.rl.checkpoint``)."""
+        return {"shares": list(self.shares)}
+
+    @classmethod
+    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...]]:
+        """Constructor arguments from a checkpoint's params."""
+        return _float_tuples(params)
+
     def reset(self, batch_size: int) -> None:
         self._mem = None
 
@@ -435,3 +446,7 @@ class RLBuyer(BuyerPolicy):
 
 
 __all__ = ["RLSeller", "RLBuyer", "PRICE_OFFSETS", "BID_SHARES", "ACCEPT"]
+
+
+def _float_tuples(params: dict) -> dict[str, tuple[float, ...]]:
+    return {k: tuple(float(x) for x in v) for k, v in params.items()}

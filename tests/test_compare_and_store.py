@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import pytest
 
-from tests.test_tournament import assert_same_records, records
+from tests.test_tournament import assert_same_records, interrupted_run, records
+from tournaments.cli import main
 from tournaments.compare import CompareError, check_shared_markets, compare_runs
 from tournaments.effects import disclosure_effect
 from tournaments.metastrategy import opponent_weights, payoff_matrix, solve_zero_sum
@@ -13,6 +16,7 @@ from tournaments.records import Records
 from tournaments.runner import run_tournament
 from tournaments.spec import spec_from_dict
 from tournaments.store import ResultStore, StoreError
+from tournaments.types import STORED_METRICS
 
 
 # ---------------------------------------------------------------------- meta-strategies
@@ -128,6 +132,65 @@ def test_a_store_extended_by_entries_plays_only_the_new_matches(tmp_path):
         with pytest.raises(StoreError, match="different spec"):
             run_tournament(other, tmp_path / "grown", use_ray=False, progress=False,
                            unit_markets=25, extend=True)  # fmt: skip
+
+
+def _legacy_folder(folder) -> None:
+    """An empty run folder in the layout of older versions: one row per market."""
+    folder.mkdir(parents=True)
+    cols = ", ".join(f"{m} REAL" for m in STORED_METRICS)
+    with sqlite3.connect(folder / "results.sqlite") as conn:
+        conn.execute(
+            f"CREATE TABLE markets (match INTEGER NOT NULL, market INTEGER NOT NULL, {cols}, "
+            "PRIMARY KEY (match, market)) WITHOUT ROWID"
+        )
+
+
+def test_unit_rows_and_the_older_market_rows_hold_the_same_run(tmp_path):
+    spec = _spec(sellers=["posted_price", "greedy_matcher"], buyers=["truthful", "mix"])
+    _legacy_folder(tmp_path / "old")
+    # The older layout is resumed in that layout: half the units, then the rest.
+    interrupted_run(spec, tmp_path / "old", unit_markets=20, after=5)
+    run_tournament(spec, tmp_path / "old", use_ray=False, progress=False, unit_markets=20)
+    run_tournament(spec, tmp_path / "new", use_ray=False, progress=False, unit_markets=20)
+    stores = [ResultStore.open(tmp_path / n) for n in ("old", "new")]
+    try:
+        old, new = stores
+        assert (old.layout.legacy, new.layout.legacy) == (True, False)
+        tables = {n: {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master")}
+                  for n, s in zip(("old", "new"), stores, strict=True)}  # fmt: skip
+        assert "markets" in tables["old"] and "unit_rows" not in tables["old"]
+        assert "unit_rows" in tables["new"] and "markets" not in tables["new"]
+        assert_same_records(old.records(), new.records())
+        assert_same_records(old.records(("profit",)), new.records(("profit",)))
+        assert old.counts() == new.counts() == (4 * 50, 4 * 3)
+        assert list(old._typed_rows()) == list(new._typed_rows())
+        match = spec.matches()[3].match_id
+        for market in (0, 19, 20, 49):
+            assert old.market_row(match, market) == new.market_row(match, market) is not None
+        assert new.market_row(match, 50) is None and new.market_row("nope", 0) is None
+        for n, s in zip(("old", "new"), stores, strict=True):
+            s.export_csv(tmp_path / f"{n}.csv")
+        assert (tmp_path / "old.csv").read_text() == (tmp_path / "new.csv").read_text()
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_unit_row_of_the_wrong_length_is_one_clear_error(tmp_path, capsys):
+    run_tournament(_spec(), tmp_path / "run", use_ray=False, progress=False, unit_markets=25)
+    with sqlite3.connect(tmp_path / "run" / "results.sqlite") as conn:
+        conn.execute("UPDATE unit_rows SET profit = ? WHERE start = 25", (b"\0" * 16,))
+    store = ResultStore.open(tmp_path / "run")
+    try:
+        with pytest.raises(StoreError, match="profit of a unit of 25 markets has 16 bytes"):
+            store.records()
+        assert len(store.records(("w_star",)).market) == 50  # other columns still read
+    finally:
+        store.close()
+    code = main(["report", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("arena: error:")
+    assert "16 bytes" in err[0]
 
 
 # ---------------------------------------------------------------------- arena compare

@@ -5,13 +5,14 @@ Tables::
     meta         key -> value: the spec (JSON), seed, package versions, creation time
     matches      match number -> match_id, seller, buyer, disclosure, config (name)
     units        (match_id, start, stop): the slices of work already stored
-    markets      one row per market per match: (match number, market index) and every
-                 metric of arena.metrics (enough to recompute every statistic)
+    unit_rows    one row per unit: (match number, start, stop) and every metric of
+                 arena.metrics as a column of the unit's values (enough to recompute every
+                 statistic); see tournaments.market_rows, which also reads the one row per
+                 market of older run folders
     transcripts  (match_id, market) -> the JSON list of turn records of a sample
 
-Market rows carry the match as a number, not its text: the driver writes every
-row of a tournament, and short integer keys make that a third cheaper; reads
-join the match table back in (``records``, exports).
+Unit rows carry the match as a number, not its text; reads join the match table back
+in (``records``, exports).
 
 A unit's rows and its ``units`` row are written in one transaction, so a run
 killed at any moment leaves whole units only; a rerun skips them and never
@@ -23,32 +24,25 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
-import math
 import os
 import platform
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from importlib import metadata
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 
+from tournaments.market_rows import CorruptRows, Layout
 from tournaments.records import MatchTable, Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
 from tournaments.text import plural
 from tournaments.types import COLUMNS, STORED_METRICS, UnitResult
 
 DB_NAME = "results.sqlite"
-# Every market row with its match's coordinates, in (match_id, market) order.
-_SELECT_ROWS = (
-    "SELECT m.match_id, k.market, m.seller, m.buyer, m.disclosure, m.config, "
-    + ", ".join(f"k.{c}" for c in STORED_METRICS)
-    + " FROM markets k JOIN matches m ON m.match = k.match ORDER BY m.match_id, k.market"
-)
 
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS units (
     match_id TEXT NOT NULL, start INTEGER NOT NULL, stop INTEGER NOT NULL,
@@ -59,11 +53,6 @@ CREATE TABLE IF NOT EXISTS matches (
     match INTEGER PRIMARY KEY, match_id TEXT UNIQUE NOT NULL, seller TEXT NOT NULL,
     buyer TEXT NOT NULL, disclosure TEXT NOT NULL, config TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS markets (
-    match INTEGER NOT NULL, market INTEGER NOT NULL,
-    {", ".join(f"{m} REAL" for m in STORED_METRICS)},
-    PRIMARY KEY (match, market)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS transcripts (
     match_id TEXT NOT NULL, market INTEGER NOT NULL, turns TEXT NOT NULL,
     PRIMARY KEY (match_id, market)
@@ -95,6 +84,7 @@ class ResultStore:
         self.conn = conn
         self.writable = writable
         self._numbers: dict[str, int] | None = None  # match_id -> match number
+        self.layout = Layout.create(conn) if writable else Layout(conn)
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -232,15 +222,12 @@ class ResultStore:
         u = result.unit
         if self._numbers is None:
             self._numbers = dict(self.conn.execute("SELECT match_id, match FROM matches"))
-        rows = _rows(result, self._numbers[u.match_id])
         with self.conn:
             if self.conn.execute(
                 "SELECT 1 FROM units WHERE match_id = ? AND start = ?", (u.match_id, u.start)
             ).fetchone():
                 return False
-            self.conn.executemany(
-                f"INSERT INTO markets VALUES ({', '.join('?' * (2 + len(STORED_METRICS)))})", rows
-            )
+            self.layout.insert(self._numbers[u.match_id], result)
             self.conn.executemany(
                 "INSERT INTO transcripts (match_id, market, turns) VALUES (?, ?, ?)",
                 [(u.match_id, k, t) for k, t in sorted(result.transcripts.items())],
@@ -279,22 +266,11 @@ class ResultStore:
         number = np.full(1 + max((m[0] for m in matches), default=0), -1, np.int64)
         number[[m[0] for m in matches]] = np.arange(len(matches))
         table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
-        cursor = self.conn.execute(
-            "SELECT " + ", ".join(["match", "market", *metrics]) + " FROM markets"
-        )
-        # In slices: the Python rows of a whole run would take several times the memory of
-        # the array, and allocating them is much of the time of reading. SQLite's NULL (a
-        # stored NaN) becomes NaN.
-        parts = [np.zeros((0, 2 + len(metrics)))]
-        while rows := cursor.fetchmany(1 << 15):
-            parts.append(np.array(rows, dtype=float))
-        data = np.concatenate(parts)
-        match = number[data[:, 0].astype(np.int64)]
-        market = data[:, 1].astype(np.int64)
-        order = np.lexsort((market, match))
-        columns = {name: np.ascontiguousarray(data[order, 2 + k])
-                   for k, name in enumerate(metrics)}  # fmt: skip
-        return Records(table, match[order], market[order], columns)
+        try:
+            match, market, columns = self.layout.columns(metrics, number)
+        except CorruptRows as err:
+            raise StoreError(f"{self.path}: {err}") from None
+        return Records(table, match, market, columns)
 
     def transcript(self, match_id: str, market: int) -> list[dict] | None:
         row = self.conn.execute(
@@ -304,14 +280,9 @@ class ResultStore:
 
     def market_row(self, match_id: str, market: int) -> dict[str, float] | None:
         """The stored metrics of one market of one match (None if it is not stored)."""
-        row = self.conn.execute(
-            "SELECT " + ", ".join(f"k.{c}" for c in STORED_METRICS) + " FROM markets k "
-            "JOIN matches m ON m.match = k.match WHERE m.match_id = ? AND k.market = ?",
-            (match_id, market),
-        ).fetchone()
-        if row is None:
-            return None
-        return {c: (math.nan if v is None else v) for c, v in zip(STORED_METRICS, row, strict=True)}
+        row = self.conn.execute("SELECT match FROM matches WHERE match_id = ?", (match_id,))
+        number = row.fetchone()
+        return None if number is None else self.layout.row(number[0], market)
 
     def transcript_keys(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT match_id, market FROM transcripts ORDER BY 1, 2"))
@@ -319,7 +290,7 @@ class ResultStore:
     def counts(self) -> tuple[int, int]:
         """(market rows, stored units)."""
         return (
-            self.conn.execute("SELECT count(*) FROM markets").fetchone()[0],
+            self.layout.count(),
             self.conn.execute("SELECT count(*) FROM units").fetchone()[0],
         )
 
@@ -351,14 +322,20 @@ class ResultStore:
         return n
 
     def _typed_rows(self) -> Iterable[tuple]:
-        """Market rows as exported: counts (stored as REAL) as integers."""
-        counts = [k for k, c in enumerate(COLUMNS) if c in COUNT_COLUMNS]
-        for row in self.conn.execute(_SELECT_ROWS):
-            row = list(row)
+        """Market rows as exported, in (match_id, market) order: counts (stored as floats)
+        as integers, a NaN as None."""
+        matches = self.conn.execute(
+            "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
+            "ORDER BY match_id"
+        ).fetchall()
+        coords = {m[0]: m[1:] for m in matches}
+        counts = [k for k, c in enumerate(STORED_METRICS) if c in COUNT_COLUMNS]
+        for number, market, *values in self.layout.rows([m[0] for m in matches]):
             for k in counts:
-                if row[k] is not None:
-                    row[k] = int(row[k])
-            yield tuple(row)
+                if values[k] is not None:
+                    values[k] = int(values[k])
+            match_id, *entries = coords[number]
+            yield (match_id, market, *entries, *values)
 
 
 COUNT_COLUMNS = frozenset({"trades", "turns_used", "seller_violations", "buyer_violations"})
@@ -455,9 +432,8 @@ def _add_matches(conn: sqlite3.Connection, spec: TournamentSpec, spec_json: str)
 
 
 def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
-    have = [row[1] for row in conn.execute("PRAGMA table_info(markets)")]
-    missing = [c for c in ("match", "market", *STORED_METRICS) if c not in have]
-    if have and missing:
+    missing = Layout(conn).missing_columns()
+    if missing:
         raise StoreError(
             f"{path}: results of another version of this tool (no {', '.join(missing)} column)"
         )
@@ -471,15 +447,6 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(_SCHEMA)
     return conn
-
-
-def _rows(result: UnitResult, match: int) -> Iterable[tuple]:
-    # Column lists zipped at C speed: the driver writes every row of the tournament, and its
-    # time is taken from the workers on a small machine. SQLite stores a NaN as NULL.
-    u = result.unit
-    return zip(
-        repeat(match, u.stop - u.start), range(u.start, u.stop), *result.table.tolist(), strict=True
-    )
 
 
 def _spec_diff(old: dict, new: dict) -> str:

@@ -180,7 +180,7 @@ def _figures(analysis: Analysis, stem: str) -> dict[str, tuple[str, str, Any, An
             lambda rows=rows: rows, True,
         )  # fmt: skip
     if analysis.study is not None:  # the disclosure study's forest plots, by agent share
-        from tournaments.disclosure import study_forest_rows
+        from tournaments.disclosure_tables import study_forest_rows
 
         for treat in ("mandatory", "voluntary"):
             out[f"study:effect:{treat}"] = (

@@ -239,7 +239,7 @@ def _study(analysis: Analysis) -> list[Section]:
     """The disclosure study's tables, for a run that is one."""
     if analysis.study is None:
         return []
-    from tournaments.disclosure import study_sections
+    from tournaments.disclosure_tables import study_sections
 
     return study_sections(analysis.study)
 

@@ -1,5 +1,9 @@
 """The seller-vs-buyer league: rounds of learners against frozen pools (``arena league``).
-Its config (``LeagueConfig``, read and checked) is ``tournaments.league_config``.
+Its config (``LeagueConfig``, read and checked) is ``tournaments.league_config``, its
+learner jobs ``tournaments.league_learners``, what a round measures besides ratings
+``tournaments.league_measures``, its report ``tournaments.league_report``. This module is
+the driver; it is longer than the others (about 540 lines) because a round's steps (learn,
+freeze, round robin, exploitability, files) share one state, kept in one class, ``_League``.
 
 A round ``r >= 1``:
 
@@ -59,20 +63,13 @@ import dataclasses
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from agents.stats import mean_ci
-from arena.rewards import rating_score
-from arena.seeding import keyed_seed, keyed_sequence
-from tournaments.effects import bootstrap_mean_ci
+from arena.seeding import keyed_seed
 from tournaments.league_config import (
     LeagueConfig,
     LeagueError,
@@ -81,21 +78,25 @@ from tournaments.league_config import (
     load_league_config,
     round_robin_spec,
 )
+from tournaments.league_learners import (
+    LearnerJob,
+    learner_job,
+    run_learner,
+    trained,
+    write_files,
+)
+from tournaments.league_measures import (
+    SPLIT_FIELDS,
+    Exploitability,
+    exploitability,
+    surplus_split,
+)
 from tournaments.metastrategy import opponent_weights, payoff_matrix
 from tournaments.records import Records
 from tournaments.spec import TournamentSpec, spec_from_dict
 
 ROUND_FILE = "round.json"
 CONFIG_FILE = "league.json"
-# What a learner's folder holds that the league keeps (a task on another node sends them).
-LEARNER_FILES = (
-    "model.safetensors",
-    "config.json",
-    "curve.csv",
-    "curve.png",
-    "train_state.json",
-    "train_state.safetensors",
-)
 ANALYSIS_COLUMNS = ("profit", "buyer_surplus", "w_star", "efficiency", "capture", "deal_rate")
 _SIDES = ("seller", "buyer")
 _OTHER = {"seller": "buyer", "buyer": "seller"}
@@ -130,213 +131,6 @@ def learner_opponent(cfg: LeagueConfig, entry: str) -> str:
     """What a learner's ``Opponent`` names for a pool entry: a population's mix, else
     the entry (a registry name or a checkpoint path)."""
     return dict(cfg.tournament.get("populations", {})).get(entry, entry)
-
-
-# ---------------------------------------------------------------------- learner jobs
-@dataclass(frozen=True)
-class LearnerJob:
-    """One PPO run: its config (checkpoints named by the driver's paths), the driver's
-    folder for it, and the bytes of every checkpoint it names (for other nodes)."""
-
-    cfg: Any  # TrainConfig
-    out: str
-    checkpoints: tuple = ()  # ((path, CheckpointData), ...)
-    cost: float = 1.0  # for scheduling: the longest first
-
-    @property
-    def label(self) -> str:
-        return Path(self.out).name
-
-
-def learner_job(cfg: Any, out: Path) -> LearnerJob:
-    from agents.rl.checkpoint import read_checkpoint
-
-    paths = [o.name for o in cfg.opponents if "/" in o.name] + ([cfg.init] if cfg.init else [])
-    data = tuple((p, read_checkpoint(p)) for p in dict.fromkeys(paths))
-    # A seller's turn costs several times a buyer's decision (it scores every pair).
-    per_iteration = cfg.batch_size * (5.0 if cfg.side == "seller" else 1.0)
-    return LearnerJob(cfg, str(out), data, cost=cfg.iterations * per_iteration)
-
-
-def trained(cfg: Any, out: Path) -> bool:
-    """Whether ``out`` holds the finished run of ``cfg``."""
-    from agents.rl.ppo import STATE_JSON
-
-    try:
-        state = json.loads((Path(out) / STATE_JSON).read_text())
-    except (OSError, ValueError):
-        return False
-    return (
-        state.get("iteration") == cfg.iterations
-        and state.get("config") == json.loads(json.dumps(cfg.to_dict()))
-        and (Path(out) / "config.json").is_file()
-    )
-
-
-def run_learner(job: LearnerJob) -> dict[str, bytes]:
-    """Train (or resume, or find finished) one learner; returns its folder's files. Runs
-    in a Ray task or in the driver. Where the driver's folder is not visible (another
-    node), trains in a temporary folder from the checkpoints' bytes."""
-    from agents.rl.ppo import STATE_JSON, train
-
-    cfg, out = job.cfg, Path(job.out)
-    tmp = None
-    if not out.parent.is_dir():
-        tmp = Path(tempfile.mkdtemp(prefix="league-"))
-        cfg = _materialized(cfg, job.checkpoints, tmp)
-        out = tmp / "run"
-    try:
-        if not trained(cfg, out):
-            resume = (out / STATE_JSON).is_file()
-            train(cfg, out, resume=resume, progress=False)
-        return {n: (out / n).read_bytes() for n in LEARNER_FILES if (out / n).is_file()}
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _materialized(cfg: Any, checkpoints: tuple, root: Path) -> Any:
-    """``cfg`` with every checkpoint path replaced by a copy written under ``root``."""
-    from agents.rl.config import Opponent
-
-    where = {}
-    for k, (path, data) in enumerate(checkpoints):
-        d = root / f"ck{k}"
-        d.mkdir(parents=True)
-        (d / "config.json").write_bytes(data.config)
-        (d / "model.safetensors").write_bytes(data.weights)
-        where[path] = str(d)
-    return dataclasses.replace(
-        cfg,
-        init=where.get(cfg.init, cfg.init),
-        opponents=tuple(Opponent(where.get(o.name, o.name), o.weight) for o in cfg.opponents),
-    )
-
-
-def _write_files(out: Path, files: dict[str, bytes]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        path = out / name
-        if path.is_file() and path.read_bytes() == data:
-            continue
-        tmp = path.with_name(name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-
-
-# ---------------------------------------------------------------------- results of a round
-@dataclass(frozen=True)
-class Exploitability:
-    """A best response against one frozen snapshot, beside the best pool member."""
-
-    side: str
-    """The side of the snapshot exploited."""
-    target: str
-    response: str
-    """The best response's entry name."""
-    response_score: float
-    """Its mean market score against the target (from its side, 0..1)."""
-    best_member: str
-    """The pool member of the other side that scores best against the target."""
-    best_score: float
-    gain: float
-    """response_score - best_score: the exploitability."""
-    lower: float
-    """95% percentile bootstrap interval of ``gain`` (market instances resampled)."""
-    upper: float
-    t_lower: float
-    t_upper: float
-    markets: int
-
-
-def exploitability(
-    side: str,
-    target: str,
-    response: str,
-    response_rows: Records,
-    pool_rows: Records,
-    seed: int = 0,
-) -> Exploitability:
-    """Exploitability of ``target`` (a ``side`` entry): the best response's market score
-    against it minus the best pool member's, paired on (config, rule, market index)."""
-    other = _OTHER[side]
-
-    def scores(rec: Records) -> np.ndarray:
-        s = np.asarray(rating_score(rec["profit"], rec["buyer_surplus"], rec["w_star"]), float)
-        return s if other == "seller" else 1.0 - s
-
-    def keyed(rec: Records) -> dict[tuple, float]:
-        keys = zip(rec["config"], rec["disclosure"], rec.market.tolist(), strict=True)
-        return dict(zip(keys, scores(rec).tolist(), strict=True))
-
-    mine = response_rows.take(np.asarray(response_rows[side] == target))
-    resp = keyed(mine)
-    rows = pool_rows.take(np.asarray(pool_rows[side] == target))
-    members = sorted(set(rows[other].tolist()))
-    if not resp or not members:
-        raise LeagueError(f"no markets of {target} to measure its exploitability on")
-    best, best_mean = "", -math.inf
-    for m in members:
-        sel = rows.take(np.asarray(rows[other] == m))
-        mean = float(np.nanmean(scores(sel)))
-        if mean > best_mean:
-            best, best_mean = m, mean
-    base = keyed(rows.take(np.asarray(rows[other] == best)))
-    common = sorted(set(resp) & set(base))
-    d = np.array([resp[k] - base[k] for k in common])
-    d = d[np.isfinite(d)]
-    gain, t_lo, t_hi = mean_ci(d)
-    rng = np.random.default_rng(keyed_sequence(seed, f"exploitability\x1f{target}"))
-    lo, hi = bootstrap_mean_ci(d, rng)
-    r = np.array([resp[k] for k in common])
-    return Exploitability(
-        side=side,
-        target=target,
-        response=response,
-        response_score=float(np.nanmean(r)),
-        best_member=best,
-        best_score=best_mean,
-        gain=gain,
-        lower=lo,
-        upper=hi,
-        t_lower=t_lo,
-        t_upper=t_hi,
-        markets=int(d.size),
-    )
-
-
-SPLIT_FIELDS = ("capture", "buyer_share", "efficiency", "score", "profit", "buyer_surplus")
-
-
-def surplus_split(rec: Records, seller: str, buyer: str) -> list[dict[str, Any]]:
-    """The split of ``seller`` vs ``buyer`` per (config, rule) and over all: mean with a 95%
-    Student-t interval of capture (profit / W*_T), buyer share (buyer surplus / W*_T),
-    efficiency, the seller's market score, profit and buyer surplus."""
-    sel = rec.take(np.asarray((rec["seller"] == seller) & (rec["buyer"] == buyer)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w = sel["w_star"]
-        cols = {
-            "capture": sel["capture"],
-            "buyer_share": np.where(w > 0, sel["buyer_surplus"] / np.where(w > 0, w, 1), np.nan),
-            "efficiency": sel["efficiency"],
-            "score": np.asarray(rating_score(sel["profit"], sel["buyer_surplus"], w), float),
-            "profit": sel["profit"],
-            "buyer_surplus": sel["buyer_surplus"],
-        }
-    groups = [("all", "all", np.ones(sel.rows, bool))]
-    cells = sorted(set(zip(sel["config"].tolist(), sel["disclosure"].tolist(), strict=True)))
-    if len(cells) > 1:
-        for config, rule in cells:
-            groups.append(
-                (config, rule, np.asarray((sel["config"] == config) & (sel["disclosure"] == rule)))
-            )
-    out = []
-    for config, rule, mask in groups:
-        row: dict[str, Any] = {"config": config, "disclosure": rule, "n": int(mask.sum())}
-        for k in SPLIT_FIELDS:
-            row[k] = list(mean_ci(cols[k][mask]))
-        out.append(row)
-    return out
 
 
 # ---------------------------------------------------------------------- the driver
@@ -670,7 +464,7 @@ class _League:
         self.log("training " + ", ".join(j.label for j in jobs))
         if not self.use_ray:
             for job in jobs:
-                _write_files(Path(job.out), run_learner(job))
+                write_files(Path(job.out), run_learner(job))
             return
         import ray  # started by run() for the whole league
 
@@ -687,7 +481,7 @@ class _League:
                     raise LeagueError(
                         f"learner {job.out} failed: {text[-1] if text else type(err).__name__}"
                     ) from err
-                _write_files(Path(job.out), files)
+                write_files(Path(job.out), files)
         finally:
             for ref in refs:
                 ray.cancel(ref, force=True)

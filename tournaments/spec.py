@@ -39,6 +39,10 @@ instances depend only on (config, tournament seed, index): every pairing, and
 every disclosure rule, meet the same markets. Policy seeds derive from the
 tournament seed and the match's coordinates (``policy_seed``), so results do not
 depend on which worker plays a match or when.
+
+Length: about 450 lines, most of them the checks of every key of a spec, each with its
+own message (a broken spec is one clear line, never a traceback); they read best beside
+the schema they check, so they stay here.
 """
 
 from __future__ import annotations

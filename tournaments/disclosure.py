@@ -29,6 +29,10 @@ What it measures (``disclosure_study``):
   ``X`` (never discloses) and ``X+disclosed`` (always), with the same human entry: what
   the learned choice earns against each forced choice under ``voluntary``, paired per
   market (``tournaments.compare``; Holm over the table's rows).
+
+Its tables are ``tournaments.disclosure_tables``. This module runs to about 450 lines: the
+four measures above, their row types and the spec checks that say what a study is, each
+short, read together.
 """
 
 from __future__ import annotations

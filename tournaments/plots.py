@@ -12,7 +12,9 @@ handful of artists. So the labels of a panel (pairing names, efficiencies, tick 
 are one collection of glyph outlines, each glyph's outline extracted once per size and
 cached (matplotlib's ``TextPath`` extracts them again for every label: three times slower
 here); tick marks are one line and grid lines one collection per axis; only titles, axis
-labels and legends are Text. Measured on the default run, each plot the first drawn in
+labels and legends are Text. The PNG is written here (filter "Up", zlib level 1, a block
+of rows at a time), not by Pillow, which tries every filter on every row: 0.3 s less per
+report, files some 15% larger. Measured on the default run, each plot the first drawn in
 its process (2 cores): the surplus split (480 rows), the two disclosure forests (240 and
 120 rows) and the ratings took 1.8, 0.9, 0.8 and 0.2 s drawn with Text and ticks, 0.8,
 0.35, 0.3 and 0.1 s drawn so.
@@ -70,11 +72,48 @@ def _text_width(labels: Sequence[str], size: float) -> float:
 
 
 def _save(fig, path: Path) -> None:
-    # No "Software" text chunk; Agg writes no date into a PNG. A light compression: the
-    # files are a little larger and written several times faster.
-    fig.savefig(
-        path, dpi=DPI, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 1}
-    )
+    """Draw ``fig`` and write it as an 8-bit RGBA PNG: each row stored as its difference from
+    the row above (PNG filter "Up": long runs of zeros on a plot) and zlib level 1, the
+    resolution in a pHYs chunk, no text chunks, so no software or date stamp: the same
+    figure gives the same bytes. Several times faster than Pillow's writer, which tries
+    every filter on every row; the alpha channel stays, as dropping it costs more time
+    (a strided copy) than compressing it."""
+    import struct
+    import zlib
+
+    fig.canvas.draw()
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    h, w = rgba.shape[:2]
+    flat = rgba.reshape(h, 4 * w)
+    # Filtered and compressed a block of rows at a time: a small buffer, reused, instead
+    # of a fresh copy of the whole image (tens of MB, each page a fault on first touch).
+    step = 128
+    block = np.empty((min(step, h), 1 + 4 * w), dtype=np.uint8)
+    block[:, 0] = 2  # each row's filter type: Up
+    z = zlib.compressobj(1)
+    idat = []
+    for start in range(0, h, step):
+        stop = min(start + step, h)
+        rows = block[: stop - start]
+        if start == 0:
+            rows[0, 1:] = flat[0]
+            np.subtract(flat[1:stop], flat[: stop - 1], out=rows[1:, 1:])
+        else:  # modulo 256, as PNG wants
+            np.subtract(flat[start:stop], flat[start - 1 : stop - 1], out=rows[:, 1:])
+        idat.append(z.compress(rows))
+    idat.append(z.flush())
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(data, zlib.crc32(kind))
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    per_metre = round(fig.dpi / 0.0254)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)))
+        f.write(chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)))
+        f.write(chunk(b"IDAT", b"".join(idat)))
+        f.write(chunk(b"IEND", b""))
 
 
 def _errors(point: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:

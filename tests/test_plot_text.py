@@ -83,3 +83,22 @@ def test_y_ticks_mark_every_row_and_label_it():
     offsets = ax.collections[-1].get_offsets()
     np.testing.assert_allclose(offsets[:, 1], y)
     _rendered(fig)
+
+
+@pytest.mark.parametrize("height", [1.0, 2.9])  # a single block of rows, and several
+def test_the_png_holds_exactly_the_pixels_drawn(tmp_path, height):
+    from PIL import Image
+
+    from tournaments.plots import _save
+
+    fig = _figure(3.0, height)
+    ax = _axes(fig, 0.5, 0.3, 2.0, height - 0.5)
+    ax.plot([0.0, 1.0, 2.0], [1.0, 0.0, 2.0], color="tab:orange")
+    ax.fill_between([0.0, 2.0], [0.0, 0.0], [1.0, 2.0], alpha=0.3)
+    _save(fig, tmp_path / "a.png")
+    drawn = np.asarray(fig.canvas.buffer_rgba())
+    with Image.open(tmp_path / "a.png") as im:
+        assert im.mode == "RGBA" and im.info.get("dpi", (0, 0))[0] == pytest.approx(fig.dpi, 0.01)
+        np.testing.assert_array_equal(np.asarray(im), drawn)
+    _save(fig, tmp_path / "b.png")
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()

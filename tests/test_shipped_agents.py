@@ -73,3 +73,33 @@ def test_the_default_tournament_enters_both():
     spec = load_spec(str(DEFAULT))
     assert "rl_seller" in spec.sellers
     assert "rl_buyer" in spec.buyers and "rl_buyer+disclosed" in spec.buyers
+
+
+def test_in_process_play_runs_torch_policies_on_one_thread(tmp_path, monkeypatch):
+    import torch
+
+    from agents.rl.policies import RLSeller
+    from tournaments.runner import run_tournament
+    from tournaments.spec import spec_from_dict
+
+    seen = []
+    act = RLSeller.act
+
+    def spy(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return act(self, *args, **kwargs)
+
+    monkeypatch.setattr(RLSeller, "act", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        spec = spec_from_dict({
+            "tournament": {"name": "t", "seed": 1, "markets": 4, "sellers": ["rl_seller"],
+                           "buyers": ["truthful"], "disclosure": ["hidden"]},
+            "configs": {"c": {"buyers": 3, "products": 2, "turns": 4}},
+        })  # fmt: skip
+        run_tournament(spec, tmp_path / "run", use_ray=False, progress=False)
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2  # put back after play
+    finally:
+        torch.set_num_threads(before)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents.torch_threads import one_torch_thread
 from tournaments import limits
 from tournaments.remote import PolicyHost
 from tournaments.spec import TournamentSpec
@@ -194,7 +195,8 @@ def _run_here(spec: TournamentSpec, todo: Iterator[Unit], store_result) -> None:
     worker = MatchWorker(spec)
     for unit in todo:
         try:
-            result = worker.play(unit)
+            with one_torch_thread():  # checked per unit: a checkpoint imports torch late
+                result = worker.play(unit)
         except Exception as err:  # a policy bug: stop with what is stored kept
             raise TournamentError(
                 f"unit {unit.match_id} markets {unit.start}-{unit.stop - 1} "

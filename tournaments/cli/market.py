@@ -171,6 +171,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from agents import registry
     from agents.evaluate import play_markets, summarize
+    from agents.torch_threads import one_torch_thread
 
     cfg = _market_config(args.market, args.disclosure)
     seller = registry.make(args.seller, "seller", seed=args.seed)
@@ -178,7 +179,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_kinds(args.buyers, buyer, cfg)
     # Played in batches that fit a unit's memory (tournaments.limits), whatever --markets is.
     chunk = min(1024, limits.unit_markets([(_label(args.market), cfg)], 0))
-    metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer, chunk=chunk)
+    with one_torch_thread():
+        metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer, chunk=chunk)
     summary = summarize(metrics, EVAL_METRICS)
     rows = [
         [

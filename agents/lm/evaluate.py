@@ -29,11 +29,15 @@ from arena.config import MarketConfig
 
 
 def load_market(spec: str) -> MarketConfig:
-    """``FILE`` with a [market] table, or ``FILE:NAME`` for [markets.NAME] of a spec."""
+    """``FILE`` with a [market] table, or ``FILE:NAME`` for [configs.NAME] of a spec."""
     path, _, name = spec.partition(":")
     data = tomllib.loads(Path(path).read_text())
-    table = data["markets"][name] if name else data["market"]
-    return MarketConfig.from_dict(table)
+    if not name:
+        return MarketConfig.from_dict(data["market"])
+    tables = data.get("configs", data.get("markets", {}))  # [markets.NAME]: older specs
+    if name not in tables:
+        raise ValueError(f"{path}: no [configs.{name}] table")
+    return MarketConfig.from_dict(tables[name])
 
 
 def evaluate(

@@ -149,9 +149,10 @@ def _check(
     markets: int,
     seed: int,
     strict: bool,
+    configs: tuple[MarketConfig, ...] = CONFIGS,
 ) -> list[str]:
     problems: list[str] = []
-    for c, cfg in enumerate(CONFIGS):
+    for c, cfg in enumerate(configs):
         batch = generate_batch(cfg, seed + c, markets)
         policy = _Checked(factory(seed))
 
@@ -253,14 +254,23 @@ def invariance_note(policy) -> str:
 
 
 def check_seller(
-    factory: Callable[[int], SellerPolicy], markets: int = 12, seed: int = 0, strict: bool = True
+    factory: Callable[[int], SellerPolicy],
+    markets: int = 12,
+    seed: int = 0,
+    strict: bool = True,
+    configs: tuple[MarketConfig, ...] = CONFIGS,
 ) -> list[str]:
-    """Problems of a seller policy (``factory(seed)`` builds one); empty when it conforms."""
-    return _check("seller", factory, markets, seed, strict)
+    """Problems of a seller policy (``factory(seed)`` builds one); empty when it conforms.
+    ``configs``: the markets it plays (a policy made for one market size checks on that)."""
+    return _check("seller", factory, markets, seed, strict, configs)
 
 
 def check_buyer(
-    factory: Callable[[int], BuyerPolicy], markets: int = 12, seed: int = 0, strict: bool = True
+    factory: Callable[[int], BuyerPolicy],
+    markets: int = 12,
+    seed: int = 0,
+    strict: bool = True,
+    configs: tuple[MarketConfig, ...] = CONFIGS,
 ) -> list[str]:
     """Problems of a buyer policy (``factory(seed)`` builds one); empty when it conforms."""
-    return _check("buyer", factory, markets, seed, strict)
+    return _check("buyer", factory, markets, seed, strict, configs)

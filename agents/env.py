@@ -13,6 +13,10 @@ Gymnasium/PettingZoo adapters all run on these two classes. The contract:
   starts a fresh market at once and ``obs`` already shows the new market (same-step
   reset), so no row idles; a stateful learner calls its ``restart(done)``. Without,
   the row stays ended, its actions are ignored and its rewards are 0 until ``reset``.
+* ``SellerEnv.send(action)`` / ``finish(answer)``: the two halves of ``step`` (the seller's
+  messages; the asked buyers' answers), for an adapter whose buyers answer from outside
+  (the PettingZoo game); ``restart(rows)``: fresh markets in those rows now, for an
+  adapter that resets a row on the step after it ended (Gymnasium's next-step autoreset).
 * ``info["episodes"]`` (with rewards on): metrics of the markets that ended in this
   step: ``rows``, ``index`` (the market index), and per market ``profit``,
   ``buyer_surplus``, ``w_star``, ``capture``, ``efficiency``, ``trades``,
@@ -302,34 +306,55 @@ class SellerEnv(_MarketEnv):
         return self.engine.seller_observation()
 
     def step(self, action: SellerAction) -> Step:
-        e = self.engine
-        live = ~e.done
-        if self.rewards:
-            profit0 = e.profit.copy()
-            viol0 = e.seller_violations.sum(axis=1)
-        prompt = e.offer(action.to, action.product, action.price, action.malformed, action.texts)
+        prompt = self.send(action)
+        answer = None
         if prompt is not None:
             if len(self.opponents) == 1:
-                d = self.opponents[0].act(prompt)
+                answer = self.opponents[0].act(prompt)
             else:
                 parts = [
                     (g, o.act(take_rows(prompt, g)))
                     for o, g in zip(self.opponents, self.groups, strict=True)
                 ]
-                d = merge_actions(self.batch_size, parts, BuyerAction)
-            e.answer(d.decision, d.product, d.price, d.malformed, d.texts)
+                answer = merge_actions(self.batch_size, parts, BuyerAction)
+        return self.finish(answer)
+
+    def send(self, action: SellerAction) -> BuyerObs | None:
+        """The first half of ``step``: the seller's messages. Returns the view of the buyers
+        they ask (None: nobody is asked); ``finish`` takes their answers. ``step`` is
+        ``send``, the opponents' answers, ``finish``; an adapter whose buyers answer from
+        outside (the PettingZoo environment) calls the two halves itself."""
+        e = self.engine
+        self._live = ~e.done
+        if self.rewards:
+            self._profit0 = e.profit.copy()
+            self._viol0 = e.seller_violations.sum(axis=1)
+        return e.offer(action.to, action.product, action.price, action.malformed, action.texts)
+
+    def finish(self, answer: BuyerAction | None) -> Step:
+        """The second half of ``step``: the asked buyers' answers (None when ``send`` asked
+        nobody), rewards, episode records and restarts."""
+        e = self.engine
+        if answer is not None:
+            e.answer(answer.decision, answer.product, answer.price, answer.malformed, answer.texts)
         reward = None
-        done = e.done & live
+        done = e.done & self._live
         info: dict[str, Any] = {}
         if self.rewards:
-            gained = (e.profit - profit0) / self._scale
-            reward = gained - self.penalty * (e.seller_violations.sum(axis=1) - viol0)
+            gained = (e.profit - self._profit0) / self._scale
+            reward = gained - self.penalty * (e.seller_violations.sum(axis=1) - self._viol0)
             self._returns += reward
             if done.any():
                 info["episodes"] = self._episodes(done)
         if self.autoreset and done.any():
             self._restart(done)
         return Step(e.seller_observation(), reward, done, info)
+
+    def restart(self, rows: np.ndarray) -> None:
+        """Fresh markets in ``rows`` (a (B,) bool mask) now, the next unused indices in row
+        order: the per-row reset of an environment without ``autoreset``, for an adapter
+        that resets a row one step after its market ended (Gymnasium's next-step reset)."""
+        self._restart(np.asarray(rows, bool))
 
 
 class BuyerEnv(_MarketEnv):

@@ -179,6 +179,11 @@ def read_toml(path: str, what: str) -> dict[str, Any]:
             return tomllib.load(fh)
     except OSError as err:
         raise ValueError(f"{path}: cannot read {what} ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at position "
+            f"{err.start}); save the {what} as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
 

@@ -26,6 +26,7 @@ from agents.scripted.sellers import PostedPrice
 from arena.config import MarketConfig
 from arena.generator import generate, generate_batch
 from arena.metrics import batch_metrics
+from tournaments.cli.common import HelpFormatter
 
 CONFIG = MarketConfig(buyers=8, products=4, inventory=2, turns=12)
 
@@ -83,9 +84,11 @@ def bare_run(b: int, repeats: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    ap.add_argument("--scalar-markets", type=int, default=300)
+    ap.add_argument(
+        "--scalar-markets", type=int, default=300, help="markets played on the scalar reference"
+    )
     args = ap.parse_args()
 
     rows, out = [], {}

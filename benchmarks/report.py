@@ -13,7 +13,7 @@ Each repeat runs in a fresh Python process, as ``arena report DIR`` does, and ti
 * total: the process from start to end (interpreter start-up included);
 * total cpu: CPU seconds of the report's process and of its Elo process together.
 
-The table shows the minimum and the median of ``--repeats`` runs: on a shared 2-core
+The table shows the minimum, median and maximum of ``--repeats`` runs: on a shared 2-core
 machine a single run moves with whatever else the machine does.
 
     python benchmarks/report.py [RUN_DIR] [--repeats 5] [--json]
@@ -35,6 +35,8 @@ import tempfile
 import time
 
 from tabulate import tabulate
+
+from tournaments.cli.common import HelpFormatter
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -88,10 +90,14 @@ def run_once(folder: str, scratch: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", nargs="?", default=os.path.join("runs", "default-seed0"))
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--json", action="store_true")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter
+    )
+    ap.add_argument(
+        "run", nargs="?", default=os.path.join("runs", "default-seed0"), help="run folder"
+    )
+    ap.add_argument("--repeats", type=int, default=5, help="runs, each in a fresh process")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.run, "results.sqlite")):
         sys.exit(f"no run in {args.run}: arena tournament tournaments/specs/default.toml first")
@@ -101,6 +107,7 @@ def main() -> None:
         step: {
             "min": min(r[step] for r in runs),
             "median": statistics.median(r[step] for r in runs),
+            "max": max(r[step] for r in runs),
         }
         for step in STEPS
     }
@@ -110,8 +117,16 @@ def main() -> None:
     )
     print(
         tabulate(
-            [[s, f"{summary[s]['min']:.2f}", f"{summary[s]['median']:.2f}"] for s in STEPS],
-            headers=["step", "min s", "median s"],
+            [
+                [
+                    s,
+                    f"{summary[s]['min']:.2f}",
+                    f"{summary[s]['median']:.2f}",
+                    f"{summary[s]['max']:.2f}",
+                ]
+                for s in STEPS
+            ],  # fmt: skip
+            headers=["step", "min s", "median s", "max s"],
             disable_numparse=True,
         )
     )

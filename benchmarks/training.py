@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
         family=ConfigFamily(configs=(("retail", RETAIL),)),
     )
     learner = RLSeller(
-        seller.net, greedy=False, offsets=seller.offsets, expert_offsets=seller.expert_offsets
+        seller.net, greedy=False, **seller.from_checkpoint_params(seller.checkpoint_params())
     )
     rollout_rates, update_rates = [], []
     optimizer = torch.optim.Adam(learner.net.parameters(), lr=1e-6)

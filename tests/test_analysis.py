@@ -400,3 +400,19 @@ def test_a_background_call_returns_what_the_call_returns_here():
     # A child that fails leaves the call to this process, which raises as the call would.
     with pytest.raises(ValueError):
         Background("math:sqrt", -1.0).result()
+
+
+def test_a_background_call_passes_large_arguments_through_pipes_not_files(tmp_path, monkeypatch):
+    import tempfile
+    import time
+
+    from tournaments.background import Background
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    big = np.arange(2_000_000, dtype=np.float64)  # 16 MB: far more than a pipe buffer
+    t = time.perf_counter()
+    call = Background("numpy:sum", big)
+    started = time.perf_counter() - t
+    assert list(tmp_path.iterdir()) == []  # nothing written to disk
+    assert call.result() == big.sum()
+    assert started < 2.0  # the caller does not wait for the child to read its arguments

@@ -164,7 +164,9 @@ def test_flags_are_checked_by_the_parser(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["eval", "--markets", "0"])
     assert exit_info.value.code == 2
-    assert "positive integer" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("arena: error: argument --markets: expected a positive integer")
+    assert err.count("\n") == 1
 
 
 def test_the_console_script_exits_non_zero_without_a_traceback():
@@ -229,7 +231,7 @@ def test_tournament_report_show_export_end_to_end(capsys, tmp_path):
     code, out, _ = run(
         capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray", "--quiet"
     )
-    assert code == 0 and "played 0 of 8 units" in out
+    assert code == 0 and out.startswith("Ratings\n") and "played" not in out
     code, _, err = run(
         capsys, "tournament", str(spec), "--out", str(out_dir), "--no-ray", "--quiet", "--seed", "4"
     )

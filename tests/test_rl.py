@@ -54,6 +54,31 @@ def test_seller_runs_unchanged_on_any_market_size_and_scale():
         assert m["seller_violations"].sum() == 0 and np.isfinite(m["profit"]).all()
 
 
+def test_the_levels_price_from_signal_expert_and_cost():
+    from arena.engine import BatchedMarket
+    from arena.prices import cents
+
+    s = _seller()
+    batch = generate_batch(SMALL, 4, range(16))
+    engine = BatchedMarket(batch)
+    obs = engine.seller_observation()
+    s.reset(16)
+    d = s.decide(obs)  # fills the expert's table and the memory
+    to, product, ar = d.action.to, d.action.product, np.arange(16)
+    lo, hi = obs.price_range
+    cost, signal = obs.costs[ar, product], obs.signals[ar, to, product]
+    first = s.expert_level + len(s.expert_offsets)
+    assert s.levels == first + len(s.markups) and s.markups == (0.2, 0.35, 0.5, 0.7, 1.0)
+    for k, markup in enumerate(s.markups):
+        p = s._price(obs, to, product, np.full(16, first + k))
+        np.testing.assert_array_equal(p, cents(cost * (1 + markup), lo, hi))
+    for k, off in enumerate(s.offsets):
+        p = s._price(obs, to, product, np.full(16, k))
+        np.testing.assert_array_equal(p, cents(np.maximum(signal + off * (hi - lo), cost), lo, hi))
+    expert = s._price(obs, to, product, np.full(16, s.expert_level))
+    np.testing.assert_array_equal(expert, cents(s._table[1][ar, to, product], lo, hi))
+
+
 def test_sampling_explores_and_greedy_does_not():
     s = _seller()
     sampled = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=1, greedy=False), Truthful())
@@ -295,6 +320,8 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[[opponents]]\nname='truthful'\n[markets.a]\nbuyers=0\n[family]\n", "buyers"),
         ("[family]\n[markets.a]\nbuyers = 3\n", "opponents"),
         ("[train\n", "not valid TOML"),
+        ("[train]\nexpert_pull = 'price'\n" + _GOOD, "expert_pull"),
+        ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
     ],
 )
 def test_bad_training_configs_name_the_problem(tmp_path, text, words):
@@ -370,3 +397,25 @@ def test_a_buyer_learns_whether_to_disclose_and_plays_as_three_variants(tmp_path
     ]  # fmt: skip
     assert rates[0] == 0.0 and rates[1] == 1.0 and 0.0 <= rates[2] <= 1.0
     assert check_buyer(lambda seed: learned.build(seed), markets=6) == []
+
+
+def test_the_expert_pull_covers_the_price_level_only_when_asked():
+    from types import SimpleNamespace
+
+    from agents.rl.ppo import _expert_nll
+
+    g = torch.Generator().manual_seed(0)
+    logits, plog = torch.randn(6, 5, generator=g), torch.randn(6, 4, generator=g)
+    data = {
+        "expert_pair": torch.tensor([0, 1, 2, 3, 4, 0]),
+        "pair": torch.tensor([0, 1, 0, 0, 0, 0]),
+    }
+    idx, policy = torch.arange(6), SimpleNamespace(expert_level=2)
+    pair_nll = -torch.log_softmax(logits, -1)[idx, data["expert_pair"]]
+    level_nll = -torch.log_softmax(plog, -1)[:, 2]
+    same = (data["pair"] == data["expert_pair"]).float()
+    pair_only = _expert_nll(policy, logits, plog, data, idx, "pair")
+    move = _expert_nll(policy, logits, plog, data, idx, "move")
+    assert torch.allclose(pair_only, pair_nll.mean())
+    assert torch.allclose(move, (pair_nll + same * level_nll).mean())
+    assert not torch.allclose(move, pair_only)

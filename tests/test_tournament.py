@@ -379,7 +379,7 @@ def test_rules_change_nothing_for_human_only_buyers_even_with_stochastic_sellers
     ("change", "needle"),
     [
         ({"populations": {"truthful": "haggler:1.0"}}, "has the name of a registered entry"),
-        ({"tournament": {"markets": "10"}}, "tournament.markets must be an integer"),
+        ({"tournament": {"markets": "10"}}, "tournament.markets: expected a positive integer"),
         ({"tournament": {"hosted": "posted_price"}}, "tournament.hosted must be a list"),
         ({"tournament": {"transcripts": 1000}}, "at most 100"),
         ({"markets": {"a|b": {}}}, "contain no '|'"),

@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from agents.stats import mean_ci
+from agents.stats import mean_ci_rows
 from tournaments import ratings as rt
 from tournaments.background import Background
 from tournaments.effects import (
@@ -103,6 +104,9 @@ class Analysis:
     markets: int
     """Market rows analysed."""
     _ratings: tuple[RatingRow, ...] | _RatingsJob = field(repr=False, compare=False)
+    study: Any = None
+    """The disclosure study (``tournaments.disclosure.DisclosureStudy``) of a run that is
+    one (configs that differ only in the agent share); None otherwise."""
 
     @property
     def ratings(self) -> tuple[RatingRow, ...]:
@@ -127,18 +131,27 @@ def surplus_split(records: Records, metrics: Sequence[str] = SPLIT_METRICS) -> l
     t = rec.matches
     # A match's rows are contiguous: each pairing is one slice.
     bounds = np.searchsorted(rec.match, np.arange(len(t) + 1))
-    played = [m for m in range(len(t)) if bounds[m + 1] > bounds[m]]
-    order = sorted(played, key=lambda m: (t.config[m], t.disclosure[m], t.seller[m], t.buyer[m]))
+    size = np.diff(bounds)
+    played = np.flatnonzero(size)
+    # (mean, lower, upper) per match and metric; the slices of one length form a matrix.
+    ci = {name: np.full((len(t), 3), np.nan) for name in metrics}
+    for n in np.unique(size[played]):
+        same = played[size[played] == n]
+        rows = bounds[same][:, None] + np.arange(n)
+        for name in metrics:
+            ci[name][same] = np.column_stack(mean_ci_rows(rec.metrics[name][rows]))
+    cis = {name: [tuple(x) for x in v.tolist()] for name, v in ci.items()}
+    order = sorted(
+        played.tolist(), key=lambda m: (t.config[m], t.disclosure[m], t.seller[m], t.buyer[m])
+    )
     return [
         SplitRow(
             seller=t.seller[m],
             buyer=t.buyer[m],
             disclosure=t.disclosure[m],
             config=t.config[m],
-            n=int(bounds[m + 1] - bounds[m]),
-            metrics={
-                name: mean_ci(rec.metrics[name][bounds[m] : bounds[m + 1]]) for name in metrics
-            },
+            n=int(size[m]),
+            metrics={name: cis[name][m] for name in metrics},
         )
         for m in order
     ]
@@ -315,7 +328,7 @@ def side_leaderboards(
     for side, other, values in (("seller", "buyer", sc.s), ("buyer", "seller", 1.0 - sc.s)):
         players, code = t.codes(side)
         entry = code[rec.match]
-        entries = {players[k] for k in np.unique(entry)}
+        entries = {players[k] for k in np.flatnonzero(np.bincount(entry, minlength=len(players)))}
         if len(entries) < 2:
             continue
         # A market's coordinates but for the side's own entry: the opponent, the rule and

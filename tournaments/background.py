@@ -15,10 +15,10 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
+import threading
 from typing import Any
 
-_CHILD = "import sys; from tournaments.background import _child; _child(sys.argv[1])"
+_CHILD = "from tournaments.background import _child; _child()"
 
 
 def _resolve(target: str):
@@ -27,52 +27,60 @@ def _resolve(target: str):
 
 
 class Background:
-    """``target(*args, **kwargs)`` (``target`` = "module:function") in a second process."""
+    """``target(*args, **kwargs)`` (``target`` = "module:function") in a second process.
+
+    The call goes to the child through its standard input and the result comes back
+    through its standard output (pipes between the two processes; nothing is written to
+    disk). A thread feeds the call, so this process goes on while the child starts."""
 
     def __init__(self, target: str, *args: Any, **kwargs: Any) -> None:
         self._call = (target, args, kwargs)
         self._proc: subprocess.Popen | None = None
-        fd, self._path = tempfile.mkstemp(suffix=".call")
+        self._feed: threading.Thread | None = None
         try:
-            # Arguments go through a file: a pipe would block this process until the child
-            # has read them.
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(self._call, fh, protocol=pickle.HIGHEST_PROTOCOL)
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD, self._path],
+                [sys.executable, "-c", _CHILD],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 env=env,
             )
         except OSError:
             self._proc = None
+            return
+        data = pickle.dumps(self._call, protocol=pickle.HIGHEST_PROTOCOL)
+        self._feed = threading.Thread(target=self._send, args=(data,), daemon=True)
+        self._feed.start()
+
+    def _send(self, data: bytes) -> None:
+        proc = self._proc
+        try:
+            proc.stdin.write(data)
+            proc.stdin.close()
+        except (OSError, ValueError):  # the child is gone: result() makes the call here
+            pass
 
     def result(self) -> Any:
         """The call's return value (made here if the child did not deliver it)."""
-        try:
-            if self._proc is not None:
-                out, _ = self._proc.communicate()
-                if self._proc.returncode == 0:
-                    return pickle.loads(out)
-        finally:
-            if os.path.exists(self._path):
-                os.unlink(self._path)
+        proc = self._proc
+        if proc is not None:
+            self._feed.join()
+            out = proc.stdout.read()
+            proc.stdout.close()
+            if proc.wait() == 0:
+                return pickle.loads(out)
         target, args, kwargs = self._call
         return _resolve(target)(*args, **kwargs)
 
     def __del__(self) -> None:
-        # Never collected (the caller failed first): stop the child, drop the arguments.
+        # Never collected (the caller failed first): stop the child.
         proc = getattr(self, "_proc", None)
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-        path = getattr(self, "_path", None)
-        if path is not None and os.path.exists(path):
-            os.unlink(path)
 
 
-def _child(path: str) -> None:
-    with open(path, "rb") as fh:
-        target, args, kwargs = pickle.load(fh)
+def _child() -> None:
+    target, args, kwargs = pickle.load(sys.stdin.buffer)
     sys.stdout.buffer.write(pickle.dumps(_resolve(target)(*args, **kwargs)))

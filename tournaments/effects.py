@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.stats import mean_ci
+from agents.stats import mean_ci_rows, mean_rows
 from arena.seeding import keyed_sequence
 from tournaments.ratings.scale import percentile_interval
 from tournaments.records import Records
@@ -73,8 +73,8 @@ def multiplicities(rng: np.random.Generator, units: int, rounds: int) -> np.ndar
     for start in range(0, rounds, block):
         stop = min(rounds, start + block)
         draws = rng.integers(0, units, size=(stop - start, units))
-        flat = draws + (np.arange(stop - start) * units)[:, None]
-        out[start:stop] = np.bincount(flat.reshape(-1), minlength=(stop - start) * units).reshape(
+        draws += (np.arange(stop - start) * units)[:, None]  # one bin range per round
+        out[start:stop] = np.bincount(draws.reshape(-1), minlength=(stop - start) * units).reshape(
             stop - start, units
         )
     return out
@@ -87,8 +87,17 @@ def bootstrap_means(
     where a unit has no value) under the resamples ``mult`` (rounds x units). A column with
     fewer than two values gets no interval: one market says nothing about the spread."""
     ok = np.isfinite(values)
+    # The drawn units with a value, per round: whole numbers, exact in any order of the sums,
+    # so the columns with one pattern of values share one product.
+    columns = ok if ok.ndim == 2 else ok[:, None]
+    first_of: dict[bytes, int] = {}
+    which = np.array(
+        [first_of.setdefault(col.tobytes(), c) for c, col in enumerate(columns.T)], np.int64
+    )
+    first, which = np.unique(which, return_inverse=True)
+    counts = (mult @ columns[:, first].astype(float))[:, which]
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = (mult @ np.where(ok, values, 0.0)) / (mult @ ok.astype(float))
+        means = (mult @ np.where(ok, values, 0.0)) / counts.reshape(len(mult), *ok.shape[1:])
     lo, hi = percentile_interval(means, confidence)
     few = ok.sum(axis=0) < 2
     return np.where(few, np.nan, lo), np.where(few, np.nan, hi)
@@ -103,6 +112,35 @@ def bootstrap_mean_ci(
         return math.nan, math.nan
     lo, hi = bootstrap_means(x[:, None], multiplicities(rng, len(x), rounds), level)
     return float(lo[0]), float(hi[0])
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of an integer array, without a sort for small non-negative ones."""
+    if len(values) == 0 or values.min() < 0 or values.max() >= 8 * len(values) + 65536:
+        return np.unique(values)
+    seen = np.zeros(int(values.max()) + 1, bool)
+    seen[values] = True
+    return np.flatnonzero(seen).astype(values.dtype)
+
+
+def _columns(
+    rec: Records,
+    matches: Sequence[int],
+    starts: np.ndarray,
+    idx: np.ndarray,
+    metrics: Sequence[str],
+) -> np.ndarray:
+    """(instances x (matches * metrics)): column k * len(metrics) + j holds metric j of match
+    ``matches[k]`` on each instance of ``idx`` (sorted market indices), NaN where it has none."""
+    out = np.full((len(idx), len(matches) * len(metrics)), np.nan)
+    span = [np.arange(starts[m], starts[m + 1]) for m in matches]
+    row = np.concatenate([np.zeros(0, np.int64), *span])
+    block = np.repeat(np.arange(len(matches)) * len(metrics), [len(x) for x in span])
+    flat = out.reshape(-1)
+    at = np.searchsorted(idx, rec.market[row]) * out.shape[1] + block
+    for j, name in enumerate(metrics):
+        flat[at + j] = rec.metrics[name][row]
+    return out
 
 
 def disclosure_effect(
@@ -146,45 +184,45 @@ def disclosure_effect(
                         f"{k[1]} vs {k[2]} on {config}: a market index appears twice under one rule"
                     )
         # The config's instances: every market index any of its pairings played.
-        idx = np.unique(
+        idx = _distinct(
             np.concatenate(
                 [rec.market[starts[m] : starts[m + 1]] for k in keys for m in by_rule[k].values()]
             )
         )
-        cols_t, cols_c = [], []
-        for k in keys:
-            for m, cols in ((by_rule[k][treatment], cols_t), (by_rule[k][control], cols_c)):
-                where = np.searchsorted(idx, rec.market[starts[m] : starts[m + 1]])
-                for name in metrics:
-                    col = np.full(len(idx), np.nan)
-                    col[where] = rec.metrics[name][starts[m] : starts[m + 1]]
-                    cols.append(col)
-        t_vals, c_vals = np.stack(cols_t, axis=1), np.stack(cols_c, axis=1)
+        # Column k * len(metrics) + j of a rule's matrix: metric j of pairing k, per instance.
+        t_vals, c_vals = (
+            _columns(rec, [by_rule[k][rule] for k in keys], starts, idx, metrics)
+            for rule in (treatment, control)
+        )
         d = t_vals - c_vals  # NaN wherever either side is missing or undefined
         rng = np.random.default_rng(keyed_sequence(seed, f"disclosure effect\x1f{config}"))
         lo, hi = bootstrap_means(d, multiplicities(rng, len(idx), rounds))
+        ok = np.isfinite(d)
+        n = ok.sum(axis=0).tolist()
+        diff, t_lo, t_hi = (v.tolist() for v in mean_ci_rows(d.T))
+        # Each side's mean over the markets where the difference is defined.
+        t_mean = mean_rows(np.where(ok, t_vals, np.nan).T).tolist()
+        c_mean = mean_rows(np.where(ok, c_vals, np.nan).T).tolist()
+        lo, hi = lo.tolist(), hi.tolist()
         c = 0
         for _, seller, buyer in keys:
             for name in metrics:
-                ok = np.isfinite(d[:, c])
-                dc = d[ok, c]
-                diff, t_lo, t_hi = mean_ci(dc)
                 rows.append(
                     EffectRow(
                         seller=seller,
                         buyer=buyer,
                         config=config,
                         metric=name,
-                        n=int(ok.sum()),
+                        n=n[c],
                         control=control,
                         treatment=treatment,
-                        control_mean=float(c_vals[ok, c].mean()) if ok.any() else math.nan,
-                        treatment_mean=float(t_vals[ok, c].mean()) if ok.any() else math.nan,
-                        diff=diff,
-                        lower=float(lo[c]),
-                        upper=float(hi[c]),
-                        t_lower=t_lo,
-                        t_upper=t_hi,
+                        control_mean=c_mean[c],
+                        treatment_mean=t_mean[c],
+                        diff=diff[c],
+                        lower=lo[c],
+                        upper=hi[c],
+                        t_lower=t_lo[c],
+                        t_upper=t_hi[c],
                     )
                 )
                 c += 1

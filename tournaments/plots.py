@@ -6,7 +6,18 @@ their PNGs carry no software or date stamp: the same results give the same bytes
 
 Speed: a report draws these for hundreds of pairings, so the layout is computed here in
 inches (no layout engine measuring every label), bars of one colour are one collection,
-and interval bars of one colour are one ``errorbar`` call.
+and interval bars of one colour are one ``errorbar`` call. Text was most of the rest: a
+Text artist costs a layout and a rasterisation glyph by glyph on every draw, and a tick a
+handful of artists. So the labels of a panel (pairing names, efficiencies, tick labels)
+are one collection of glyph outlines, each glyph's outline extracted once per size and
+cached (matplotlib's ``TextPath`` extracts them again for every label: three times slower
+here); tick marks are one line and grid lines one collection per axis; only titles, axis
+labels and legends are Text. The PNG is written here (filter "Up", zlib level 1, a block
+of rows at a time), not by Pillow, which tries every filter on every row: 0.3 s less per
+report, files some 15% larger. Measured on the default run, each plot the first drawn in
+its process (2 cores): the surplus split (480 rows), the two disclosure forests (240 and
+120 rows) and the ratings took 1.8, 0.9, 0.8 and 0.2 s drawn with Text and ticks, 0.8,
+0.35, 0.3 and 0.1 s drawn so.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ import numpy as np
 
 from tournaments.analysis import RatingRow, SplitRow
 from tournaments.effects import EffectRow
+from tournaments.plot_text import draw_labels, xticks, yticks
 from tournaments.tables import fmt
 
 DPI = 110
@@ -60,11 +72,48 @@ def _text_width(labels: Sequence[str], size: float) -> float:
 
 
 def _save(fig, path: Path) -> None:
-    # No "Software" text chunk; Agg writes no date into a PNG. A light compression: the
-    # files are a little larger and written several times faster.
-    fig.savefig(
-        path, dpi=DPI, format="png", metadata={"Software": None}, pil_kwargs={"compress_level": 2}
-    )
+    """Draw ``fig`` and write it as an 8-bit RGBA PNG: each row stored as its difference from
+    the row above (PNG filter "Up": long runs of zeros on a plot) and zlib level 1, the
+    resolution in a pHYs chunk, no text chunks, so no software or date stamp: the same
+    figure gives the same bytes. Several times faster than Pillow's writer, which tries
+    every filter on every row; the alpha channel stays, as dropping it costs more time
+    (a strided copy) than compressing it."""
+    import struct
+    import zlib
+
+    fig.canvas.draw()
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    h, w = rgba.shape[:2]
+    flat = rgba.reshape(h, 4 * w)
+    # Filtered and compressed a block of rows at a time: a small buffer, reused, instead
+    # of a fresh copy of the whole image (tens of MB, each page a fault on first touch).
+    step = 128
+    block = np.empty((min(step, h), 1 + 4 * w), dtype=np.uint8)
+    block[:, 0] = 2  # each row's filter type: Up
+    z = zlib.compressobj(1)
+    idat = []
+    for start in range(0, h, step):
+        stop = min(start + step, h)
+        rows = block[: stop - start]
+        if start == 0:
+            rows[0, 1:] = flat[0]
+            np.subtract(flat[1:stop], flat[: stop - 1], out=rows[1:, 1:])
+        else:  # modulo 256, as PNG wants
+            np.subtract(flat[start:stop], flat[start - 1 : stop - 1], out=rows[:, 1:])
+        idat.append(z.compress(rows))
+    idat.append(z.flush())
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(data, zlib.crc32(kind))
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    per_metre = round(fig.dpi / 0.0254)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)))
+        f.write(chunk(b"pHYs", struct.pack(">IIB", per_metre, per_metre, 1)))
+        f.write(chunk(b"IDAT", b"".join(idat)))
+        f.write(chunk(b"IEND", b""))
 
 
 def _errors(point: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -100,11 +149,11 @@ def plot_ratings(rows: Sequence[RatingRow], path: str | Path) -> Path:
             elo, y[k] + 0.22, marker="D", facecolors="none", edgecolors=color, s=22, zorder=3
         )
     ax.axvline(1000.0, color="0.5", ls="--", lw=1)
-    ax.set_yticks(y, labels)
     ax.set_ylim(-0.7, n - 0.3)
+    yticks(ax, y, labels)
+    xticks(ax, 10, grid=True)  # after the data: the limits are autoscaled
     ax.set_xlabel("rating (Elo scale: +400 = 10:1 odds)")
     ax.set_title("Ratings: Bradley-Terry with 95% bootstrap interval")
-    ax.grid(axis="x", alpha=0.3)
     handles = [
         Line2D([], [], color=c, marker="o", lw=1.6, label=f"{s} (Bradley-Terry)")
         for s, c in SIDE_COLORS.items()
@@ -175,27 +224,24 @@ def plot_surplus_split(rows: Sequence[SplitRow], path: str | Path) -> Path:
                 pos += np.maximum(v, 0.0)
                 neg += np.minimum(v, 0.0)
             lo, hi = min(lo, float(neg.min())), max(hi, float(pos.max()))
-            for yk, x, r in zip(y, pos, prow, strict=True):
-                ax.text(x, yk, f" {fmt(r.mean('efficiency'))}", va="center", fontsize=6.5,
-                        color="0.25", clip_on=False)  # fmt: skip
-            # Pairing names as plain text left of the first panel: a tick costs a handful
-            # of artists, and there are hundreds of pairings.
+            effs = [f" {fmt(r.mean('efficiency'))}" for r in prow]
+            draw_labels(ax, effs, pos, y, size=6.5, color="0.25")
+            # Pairing names as labels left of the first panel, not as ticks: a tick costs a
+            # handful of artists, and there are hundreds of pairings.
             ax.set_yticks([])
             if j == 0:
-                blend = ax.get_yaxis_transform()
-                for k, label in enumerate(names[config]):
-                    ax.text(-0.01, k, label, transform=blend, ha="right", va="center",
-                            fontsize=7.5)  # fmt: skip
+                k = np.arange(len(names[config]))
+                draw_labels(ax, names[config], np.full(len(k), -0.01), k, size=7.5,
+                            ha="right", transform=ax.get_yaxis_transform())  # fmt: skip
             ax.set_ylim(-0.6, len(names[config]) - 0.4)
             ax.set_title(f"{config} / {rule}", fontsize=10, loc="left")
             ax.axvline(0.0, color="0.3", lw=0.8)
-            ax.grid(axis="x", alpha=0.3)
-            ax.tick_params(axis="x", labelsize=8)
             axes.append(ax)
         # One price scale per config, with room on the right for the efficiency labels.
         span = max(hi - lo, 1e-9)
         for ax in axes:
             ax.set_xlim(lo - 0.03 * span, hi + 0.18 * span)
+            xticks(ax, 8, grid=True)
         if i == len(configs) - 1:
             for ax in axes:
                 ax.set_xlabel("mean per market (price units)", fontsize=8)
@@ -268,14 +314,11 @@ def plot_disclosure_forest(rows: Sequence[EffectRow], path: str | Path) -> Path:
             ax.axvline(0.0, color="tab:red", lw=1, ls="--")
             title = METRIC_LABELS.get(metric, metric.replace("_", " "))
             ax.set_title(f"{title} ({config})" if len(configs) > 1 else title, fontsize=10)
-            ax.grid(axis="x", alpha=0.3)
-            ax.tick_params(axis="x", labelsize=8)
-            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # narrow panels: few x ticks
             ax.set_ylim(-0.6, n - 0.4)
-            if j % ncols == 0:
-                ax.set_yticks(y, [f"{s} vs {b}" for s, b in pairings[config]])
-            else:
-                ax.set_yticks(y, [])
+            names = [f"{s} vs {b}" for s, b in pairings[config]] if j % ncols == 0 else None
+            yticks(ax, y, names)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # narrow panels: few x ticks
+            xticks(ax, 8, grid=True)  # after the data: the limits are autoscaled
     treat, ctrl = rows[0].treatment, rows[0].control
     fig.suptitle(
         f"Disclosure effect: {treat} - {ctrl}, paired per market (95% bootstrap interval)",

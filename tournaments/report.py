@@ -11,8 +11,9 @@ same ``report.md``, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,14 @@ def analyze_run(
     """The analysis a report shows; compute it once and pass it to the writers.
     ``background`` is :func:`tournaments.analysis.analyze`'s (``start_elo`` gives one)."""
     rec = Records.from_columns(records)
-    return analyze(rec, reference=_reference(rec, meta), seed=seed, background=background)
+    analysis = analyze(rec, reference=_reference(rec, meta), seed=seed, background=background)
+    spec = run_info(meta).spec
+    from tournaments.disclosure import disclosure_study, is_study
+
+    if is_study(spec):
+        study = disclosure_study(rec, spec, seed=seed)
+        analysis = dataclasses.replace(analysis, study=study)
+    return analysis
 
 
 def start_elo(folder: str | Path, meta: Mapping[str, Any], *, seed: int = 0) -> Background:
@@ -171,10 +179,25 @@ def _figures(analysis: Analysis, stem: str) -> dict[str, tuple[str, str, Any, An
             name, "Disclosure effect forest plot", plots.plot_disclosure_forest,
             lambda rows=rows: rows, True,
         )  # fmt: skip
+    if analysis.study is not None:  # the disclosure study's forest plots, by agent share
+        from tournaments.disclosure_tables import study_forest_rows
+
+        for treat in ("mandatory", "voluntary"):
+            out[f"study:effect:{treat}"] = (
+                f"{stem}_study_{treat}.png", "Disclosure study forest plot",
+                plots.plot_disclosure_forest,
+                lambda t=treat: study_forest_rows(analysis.study, t), True,
+            )  # fmt: skip
     # Last: the ratings may still be waiting for Elo from a second process.
     out["ratings"] = (f"{stem}_ratings.png", "Ratings with 95% bootstrap intervals",
                       plots.plot_ratings, lambda: analysis.ratings, False)  # fmt: skip
     return out
+
+
+_STEP_NAMES = {
+    "conduct": "plot: surplus split",
+    "ratings": "ratings (Bradley-Terry, its bootstrap, Elo) and their plot",
+}
 
 
 def write_report(
@@ -185,8 +208,10 @@ def write_report(
     *,
     seed: int = 0,
     analysis: Analysis | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the Markdown report ``folder/out_name`` and its plots; return its path.
+    ``progress`` is told each step (each figure, then the Markdown file) as it starts.
 
     Contents: run metadata and package versions, the ratings table (sellers and buyers on
     one scale), the within-side leaderboards and paired comparisons, the surplus split and
@@ -196,12 +221,16 @@ def write_report(
     name is removed).
     """
     folder = Path(folder)
+    if Path(out_name).name != out_name or out_name.startswith("."):
+        raise ValueError(f"out_name {out_name!r}: a file name in the folder, not a path")
     folder.mkdir(parents=True, exist_ok=True)
+    step = progress or (lambda what: None)
     info = run_info(meta)
     analysis = analysis or analyze_run(records, meta, seed=seed)
     drawn: dict[str, tuple[str, str, bool]] = {}
     figures = _figures(analysis, Path(out_name).stem)
     for key, (name, alt, draw, get_rows, before) in figures.items():
+        step(_STEP_NAMES.get(key, f"plot: {key.replace('effect:', 'disclosure effect, ')}"))
         path = folder / name
         rows = get_rows()
         if rows:
@@ -210,6 +239,7 @@ def write_report(
         elif path.exists():
             path.unlink()
 
+    step(out_name)
     lines = [f"# Tournament report: {info.name}", "", "## Run", ""]
     lines += [_md_table(["item", "value"], _meta_rows(info, analysis, seed)), ""]
     if info.versions:

@@ -39,17 +39,23 @@ instances depend only on (config, tournament seed, index): every pairing, and
 every disclosure rule, meet the same markets. Policy seeds derive from the
 tournament seed and the match's coordinates (``policy_seed``), so results do not
 depend on which worker plays a match or when.
+
+Length: about 450 lines, most of them the checks of every key of a spec, each with its
+own message (a broken spec is one clear line, never a traceback); they read best beside
+the schema they check, so they stay here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.seeding import keyed_seed
+from tournaments import limits
 from tournaments.types import Match
 
 _TOP_KEYS = {"tournament", "populations", "configs"}
@@ -95,13 +101,11 @@ class TournamentSpec:
     def __post_init__(self) -> None:
         """Checks of the spec's own structure; ``check_entries`` checks names against the
         registry (a stored spec is rebuilt without it, for reports of any run)."""
-        _check(isinstance(self.name, str) and self.name != "", "tournament.name must be a string")
-        _check(_is_int(self.seed) and self.seed >= 0, "tournament.seed must be an integer >= 0")
-        _check(_is_int(self.markets) and self.markets >= 1, "tournament.markets must be >= 1")
-        _check(
-            _is_int(self.transcripts) and self.transcripts >= 0,
-            "tournament.transcripts must be an integer >= 0",
-        )
+        _check(isinstance(self.name, str), "tournament.name must be a string")
+        _check(self.name.strip() != "", "tournament.name must not be empty")
+        for key, low in (("seed", 0), ("markets", 1), ("transcripts", 0)):
+            value = getattr(self, key)
+            _check(_is_int(value) and value >= low, _expected(key, low, value))
         for side, names in (("sellers", self.sellers), ("buyers", self.buyers)):
             _check(len(names) > 0, f"tournament.{side} is empty")
             dup = sorted({n for n in names if names.count(n) > 1})
@@ -230,14 +234,33 @@ class TournamentSpec:
 
 def _name(t: dict) -> str:
     name = t.get("name", "tournament")
-    _check(isinstance(name, str) and name.strip() != "", "tournament.name must be a string")
+    _check(isinstance(name, str), f"tournament.name must be a string, got {name!r}")
+    _check(name.strip() != "", "tournament.name must not be empty")
     return name
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-]*")
+
+
+def check_run_name(name: str) -> None:
+    """A spec's name names its run folder (``runs/NAME-seedS``), so it is a plain name:
+    letters, digits, ``-``, ``_``, ``.``, ``+``, not starting with a dot."""
+    _check(name != "", "tournament.name must not be empty")
+    _check(
+        _PLAIN_NAME.fullmatch(name) is not None,
+        f"tournament.name {name!r}: it names the run folder, so only letters, digits, "
+        "'-', '_', '.' and '+', not starting with '.'",
+    )
+
+
+def _expected(key: str, low: int, value: object) -> str:
+    what = "a positive integer" if low == 1 else "a non-negative integer"
+    return f"tournament.{key}: expected {what}, got {value!r}"
 
 
 def _int_key(t: dict, key: str, default: int, low: int) -> int:
     value = t.get(key, default)
-    _check(_is_int(value), f"tournament.{key} must be an integer, got {value!r}")
-    _check(value >= low, f"tournament.{key} must be >= {low}, got {value}")
+    _check(_is_int(value) and value >= low, _expected(key, low, value))
     return value
 
 
@@ -296,7 +319,7 @@ def _checkpoints(t: dict, base: str | None) -> tuple[tuple, tuple]:
 
         if not registry.looks_like_path(name):
             return name
-        suffix = registry.DISCLOSED_SUFFIX if name.endswith(registry.DISCLOSED_SUFFIX) else ""
+        suffix = next((x for x in registry.VARIANT_SUFFIXES if name.endswith(x)), "")
         raw = name.removesuffix(suffix)
         path = Path(raw) if base is None or Path(raw).is_absolute() else Path(base) / raw
         from agents.rl.checkpoint import read_checkpoint
@@ -331,9 +354,10 @@ def spec_from_dict(
     **overrides: Any,
 ) -> TournamentSpec:
     """Build and validate a spec from parsed TOML (or ``to_dict``); ``overrides`` replace
-    tournament keys. ``check_entries=False`` skips the registry check: a stored spec is
-    rebuilt as it was run, whatever the registry holds now. ``base``: the folder that
-    checkpoint paths are relative to (the spec file's)."""
+    tournament keys. ``check_entries=False`` skips the registry check, the run-folder name
+    and the size limits (``tournaments.limits``): a stored spec is rebuilt as it was run,
+    whatever the registry holds now. ``base``: the folder that checkpoint paths are
+    relative to (the spec file's)."""
     if _OLD_CONFIGS_KEY in data:
         _check("configs" not in data, "[configs.NAME] and [markets.NAME] tables: use one name")
         data = {("configs" if k == _OLD_CONFIGS_KEY else k): v for k, v in data.items()}
@@ -386,6 +410,13 @@ def spec_from_dict(
         prompts=_bool_key(t, "prompts", False),
     )
     if check_entries:
+        # A new run (a stored spec is rebuilt as it was run, under the rules of its day).
+        check_run_name(spec.name)
+        n_matches = len(spec.sellers) * len(spec.buyers) * len(spec.disclosure) * len(configs)
+        try:
+            limits.check_markets(spec.markets, n_matches)
+        except limits.LimitError as err:
+            raise SpecError(str(err)) from None
         spec.check_entries()
     return spec
 

@@ -5,60 +5,58 @@ Tables::
     meta         key -> value: the spec (JSON), seed, package versions, creation time
     matches      match number -> match_id, seller, buyer, disclosure, config (name)
     units        (match_id, start, stop): the slices of work already stored
-    markets      one row per market per match: (match number, market index) and every
-                 metric of arena.metrics (enough to recompute every statistic)
+    unit_rows    one row per unit: (match number, start, stop) and every metric of
+                 arena.metrics as a column of the unit's values (enough to recompute every
+                 statistic); see tournaments.market_rows, which also reads the one row per
+                 market of older run folders
     transcripts  (match_id, market) -> the JSON list of turn records of a sample
 
-Market rows carry the match as a number, not its text: the driver writes every
-row of a tournament, and short integer keys make that a third cheaper; reads
-join the match table back in (``records``, exports).
+Unit rows carry the match as a number, not its text; reads join the match table back
+in (``records``, exports).
 
 A unit's rows and its ``units`` row are written in one transaction, so a run
 killed at any moment leaves whole units only; a rerun skips them and never
 duplicates a row (the primary keys would refuse it anyway).
+
+Length: about 460 lines for one class and its helpers: opening (new, resumed, grown or
+read-only folders, each refusal with its own message), writing, reading and exporting one
+SQLite file; the market rows' layout is ``tournaments.market_rows``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import platform
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from importlib import metadata
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 
+from tournaments.market_rows import CorruptRows, Layout
 from tournaments.records import MatchTable, Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
+from tournaments.text import plural
 from tournaments.types import COLUMNS, STORED_METRICS, UnitResult
 
 DB_NAME = "results.sqlite"
-# Every market row with its match's coordinates, in (match_id, market) order.
-_SELECT_ROWS = (
-    "SELECT m.match_id, k.market, m.seller, m.buyer, m.disclosure, m.config, "
-    + ", ".join(f"k.{c}" for c in STORED_METRICS)
-    + " FROM markets k JOIN matches m ON m.match = k.match ORDER BY m.match_id, k.market"
-)
 
-_SCHEMA = f"""
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS units (
     match_id TEXT NOT NULL, start INTEGER NOT NULL, stop INTEGER NOT NULL,
     PRIMARY KEY (match_id, start)
 );
+CREATE INDEX IF NOT EXISTS units_by_start ON units (start);
 CREATE TABLE IF NOT EXISTS matches (
     match INTEGER PRIMARY KEY, match_id TEXT UNIQUE NOT NULL, seller TEXT NOT NULL,
     buyer TEXT NOT NULL, disclosure TEXT NOT NULL, config TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS markets (
-    match INTEGER NOT NULL, market INTEGER NOT NULL,
-    {", ".join(f"{m} REAL" for m in STORED_METRICS)},
-    PRIMARY KEY (match, market)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS transcripts (
     match_id TEXT NOT NULL, market INTEGER NOT NULL, turns TEXT NOT NULL,
     PRIMARY KEY (match_id, market)
@@ -85,27 +83,47 @@ def package_versions() -> dict[str, str]:
 class ResultStore:
     """The SQLite store of one run folder."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool = False) -> None:
         self.path = path
         self.conn = conn
+        self.writable = writable
         self._numbers: dict[str, int] | None = None  # match_id -> match number
+        self.layout = Layout.create(conn) if writable else Layout(conn)
 
     # ------------------------------------------------------------------ opening
     @classmethod
     def create_or_resume(
-        cls, folder: str | Path, spec: TournamentSpec, unit_markets: int = 1000
+        cls,
+        folder: str | Path,
+        spec: TournamentSpec,
+        unit_markets: int = 1000,
+        *,
+        extend: bool = False,
     ) -> ResultStore:
         """Open the run folder for ``spec``: a new folder is initialised; an existing one must
         hold the same spec (same seed and markets included) cut into the same units, else
-        StoreError and nothing in it is touched."""
+        StoreError and nothing in it is touched.
+
+        ``extend``: the folder may also hold a spec that ``spec`` extends (the same
+        tournament with more sellers, buyers or checkpoints; see ``extends``): its new
+        matches are added and the stored spec replaced by ``spec``, in one transaction, so
+        a run grows by the new matches without replaying what is stored (how a league adds
+        each round's snapshots to one store)."""
         folder = Path(folder)
         if folder.exists() and not folder.is_dir():
             raise StoreError(f"{folder} exists and is not a folder")
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise StoreError(f"{folder}: cannot create the run folder ({err.strerror})") from None
+            raise StoreError(
+                f"{folder}: cannot create the run folder ({_reason(err)}); choose another --out"
+            ) from None
         path = folder / DB_NAME
+        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            where = folder if not os.access(folder, os.W_OK) else path
+            raise StoreError(
+                f"{where} is read-only: a run writes its results there; choose another --out"
+            )
         spec_json = json.dumps(spec.to_dict(), sort_keys=True)
         try:
             conn = _connect(path)
@@ -116,7 +134,8 @@ class ResultStore:
         # Compared as specs, not as text: a folder stored before a rename of the spec's
         # tables holds the same spec in other words.
         old = _stored_spec(stored.get("spec"))
-        if "spec" in stored and (old is None or old.to_dict() != spec.to_dict()):
+        grow = extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
+        if "spec" in stored and not grow and (old is None or old.to_dict() != spec.to_dict()):
             conn.close()
             before = old.to_dict() if old is not None else json.loads(stored["spec"])
             diff = _spec_diff(before, spec.to_dict())
@@ -127,11 +146,17 @@ class ResultStore:
         if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
             conn.close()
             raise StoreError(
-                f"{folder} was cut into units of {stored['unit_markets']} markets, not "
-                f"{unit_markets}; resume with the same unit size"
+                f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
+                f"not {unit_markets}; resume with the same unit size"
             )
+        if grow:
+            _add_matches(conn, spec, spec_json)
         # spec.json first: a run killed after the commit below still has it.
-        (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        try:
+            (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        except OSError as err:
+            conn.close()
+            raise StoreError(f"{folder}: cannot write spec.json ({_reason(err)})") from None
         if "spec" not in stored:
             with conn:
                 conn.executemany(
@@ -152,7 +177,7 @@ class ResultStore:
                         ("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
                     ],
                 )
-        return cls(path, conn)
+        return cls(path, conn, writable=True)
 
     @classmethod
     def open(cls, folder: str | Path) -> ResultStore:
@@ -160,9 +185,11 @@ class ResultStore:
         path = Path(folder) / DB_NAME
         if not path.is_file():
             raise StoreError(f"{folder}: no results here (expected {DB_NAME})")
+        if not os.access(path, os.R_OK):
+            raise StoreError(f"{path}: cannot read it (permission denied)")
         try:
             # Read-only: a report never changes a run folder, nor a file that is no run.
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+            conn = _open_read_only(path)
             if conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone() is None:
                 raise sqlite3.DatabaseError("no spec stored")
             _check_columns(conn, path)
@@ -171,26 +198,40 @@ class ResultStore:
         return cls(path, conn)
 
     def close(self) -> None:
+        """Close; a writer first folds its write-ahead log back into the database, so that a
+        finished run folder is one file (no -wal, -shm) that opens on read-only media too."""
+        if self.writable:
+            self.writable = False
+            with contextlib.suppress(sqlite3.Error):
+                # Fails (and is left so) while a reader holds the database: the log stays.
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
 
     # ------------------------------------------------------------------ writing
     def done_units(self) -> set[tuple[str, int]]:
         return set(self.conn.execute("SELECT match_id, start FROM units"))
 
+    def done_at(self, start: int) -> set[str]:
+        """The match ids whose unit starting at market ``start`` is stored (one slice of the
+        plan at a time: what a resumed run holds in memory does not grow with its size)."""
+        return {r[0] for r in self.conn.execute("SELECT match_id FROM units WHERE start = ?",
+                                                (start,))}  # fmt: skip
+
+    def units_stored(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM units").fetchone()[0]
+
     def write(self, result: UnitResult) -> bool:
         """Store one unit in one transaction; False if it was stored already."""
         u = result.unit
         if self._numbers is None:
             self._numbers = dict(self.conn.execute("SELECT match_id, match FROM matches"))
-        rows = _rows(result, self._numbers[u.match_id])
         with self.conn:
             if self.conn.execute(
                 "SELECT 1 FROM units WHERE match_id = ? AND start = ?", (u.match_id, u.start)
             ).fetchone():
                 return False
-            self.conn.executemany(
-                f"INSERT INTO markets VALUES ({', '.join('?' * (2 + len(STORED_METRICS)))})", rows
-            )
+            self.layout.insert(self._numbers[u.match_id], result)
             self.conn.executemany(
                 "INSERT INTO transcripts (match_id, market, turns) VALUES (?, ?, ?)",
                 [(u.match_id, k, t) for k, t in sorted(result.transcripts.items())],
@@ -229,22 +270,11 @@ class ResultStore:
         number = np.full(1 + max((m[0] for m in matches), default=0), -1, np.int64)
         number[[m[0] for m in matches]] = np.arange(len(matches))
         table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
-        cursor = self.conn.execute(
-            "SELECT " + ", ".join(["match", "market", *metrics]) + " FROM markets"
-        )
-        # In slices: the Python rows of a whole run would take several times the memory of
-        # the array, and allocating them is much of the time of reading. SQLite's NULL (a
-        # stored NaN) becomes NaN.
-        parts = [np.zeros((0, 2 + len(metrics)))]
-        while rows := cursor.fetchmany(1 << 15):
-            parts.append(np.array(rows, dtype=float))
-        data = np.concatenate(parts)
-        match = number[data[:, 0].astype(np.int64)]
-        market = data[:, 1].astype(np.int64)
-        order = np.lexsort((market, match))
-        columns = {name: np.ascontiguousarray(data[order, 2 + k])
-                   for k, name in enumerate(metrics)}  # fmt: skip
-        return Records(table, match[order], market[order], columns)
+        try:
+            match, market, columns = self.layout.columns(metrics, number)
+        except CorruptRows as err:
+            raise StoreError(f"{self.path}: {err}") from None
+        return Records(table, match, market, columns)
 
     def transcript(self, match_id: str, market: int) -> list[dict] | None:
         row = self.conn.execute(
@@ -252,34 +282,108 @@ class ResultStore:
         ).fetchone()
         return None if row is None else json.loads(row[0])
 
+    def market_row(self, match_id: str, market: int) -> dict[str, float] | None:
+        """The stored metrics of one market of one match (None if it is not stored)."""
+        row = self.conn.execute("SELECT match FROM matches WHERE match_id = ?", (match_id,))
+        number = row.fetchone()
+        return None if number is None else self.layout.row(number[0], market)
+
     def transcript_keys(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT match_id, market FROM transcripts ORDER BY 1, 2"))
 
     def counts(self) -> tuple[int, int]:
         """(market rows, stored units)."""
         return (
-            self.conn.execute("SELECT count(*) FROM markets").fetchone()[0],
+            self.layout.count(),
             self.conn.execute("SELECT count(*) FROM units").fetchone()[0],
         )
 
     # ------------------------------------------------------------------ export
     def export_csv(self, path: str | Path) -> int:
-        rows = self.conn.execute(_SELECT_ROWS)
+        """Every market row, one line each, after a header of ``COLUMNS``."""
         n = 0
-        with open(path, "w", newline="") as fh:
+        with _writing(path) as fh:
             w = csv.writer(fh)
             w.writerow(COLUMNS)
-            for row in rows:
+            for row in self._typed_rows():
                 w.writerow(row)
                 n += 1
         return n
 
     def export_json(self, path: str | Path) -> int:
-        rows = self.conn.execute(_SELECT_ROWS)
-        data = [dict(zip(COLUMNS, row, strict=True)) for row in rows]
-        with open(path, "w") as fh:
-            json.dump({"meta": self.meta(), "markets": data}, fh)
-        return len(data)
+        """``{"meta": {...}, "markets": [{column: value}, ...]}``: the stored metadata as
+        JSON values (the spec and versions as objects, the seed as a number), every market
+        row as an object; counts as integers, a stored NaN as null."""
+        meta = {key: _json_value(value) for key, value in self.meta().items()}
+        n = 0
+        with _writing(path) as fh:
+            # Row by row: the rows of a large run need not fit in memory as objects.
+            fh.write('{"meta": ' + json.dumps(meta) + ', "markets": [')
+            for row in self._typed_rows():
+                fh.write((",\n" if n else "\n") + json.dumps(dict(zip(COLUMNS, row, strict=True))))
+                n += 1
+            fh.write("\n]}\n")
+        return n
+
+    def _typed_rows(self) -> Iterable[tuple]:
+        """Market rows as exported, in (match_id, market) order: counts (stored as floats)
+        as integers, a NaN as None."""
+        matches = self.conn.execute(
+            "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
+            "ORDER BY match_id"
+        ).fetchall()
+        coords = {m[0]: m[1:] for m in matches}
+        counts = [k for k, c in enumerate(STORED_METRICS) if c in COUNT_COLUMNS]
+        for number, market, *values in self.layout.rows([m[0] for m in matches]):
+            for k in counts:
+                if values[k] is not None:
+                    values[k] = int(values[k])
+            match_id, *entries = coords[number]
+            yield (match_id, market, *entries, *values)
+
+
+COUNT_COLUMNS = frozenset({"trades", "turns_used", "seller_violations", "buyer_violations"})
+"""Stored metrics that are whole counts (exported as integers)."""
+
+
+def _json_value(text: str):
+    """A meta value as JSON: parsed where it is JSON text (the spec, versions, the seed),
+    the text itself otherwise (the creation time)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def _reason(err: OSError) -> str:
+    """An OSError as a few words: "read-only file system", "permission denied"."""
+    return (err.strerror or type(err).__name__).lower()
+
+
+@contextlib.contextmanager
+def _writing(path: str | Path):
+    """A text file open for writing; a failure to open it is one StoreError naming it."""
+    try:
+        fh = open(path, "w", newline="")  # noqa: SIM115 - closed below
+    except OSError as err:
+        raise StoreError(f"{path}: cannot write it ({_reason(err)})") from None
+    with fh:
+        yield fh
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """Open for reading only. A database left in write-ahead-log mode (a run that was
+    killed, or is running) needs its folder writable to be read; in a read-only folder no
+    writer can be at work, so it is read as the immutable file it is there."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK):
+            raise
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30.0)
 
 
 def _stored_spec(text: str | None) -> TournamentSpec | None:
@@ -291,10 +395,49 @@ def _stored_spec(text: str | None) -> TournamentSpec | None:
         return None
 
 
+def extends(new: TournamentSpec, old: TournamentSpec) -> bool:
+    """Whether ``new`` is ``old`` with more entries: the same seed, markets per match,
+    configs, rules, populations and settings; every seller, buyer and checkpoint of ``old``
+    still there (a checkpoint with the same weights). Every stored match is then a match
+    of ``new``, with the same markets and dice."""
+    a, b = old.to_dict(), new.to_dict()
+    ta, tb = a["tournament"], b["tournament"]
+    grown = ("sellers", "buyers", "checkpoints")
+    same = {k: v for k, v in ta.items() if k not in grown} == {
+        k: v for k, v in tb.items() if k not in grown
+    }
+    old_ck, new_ck = ta.get("checkpoints", {}), tb.get("checkpoints", {})
+    return (
+        same
+        and a["populations"] == b["populations"]
+        and a["configs"] == b["configs"]
+        and set(ta["sellers"]) <= set(tb["sellers"])
+        and set(ta["buyers"]) <= set(tb["buyers"])
+        and all(new_ck.get(k) == v for k, v in old_ck.items())
+    )
+
+
+def _add_matches(conn: sqlite3.Connection, spec: TournamentSpec, spec_json: str) -> None:
+    """The matches of ``spec`` not stored yet, numbered after the stored ones, and the
+    stored spec replaced, in one transaction."""
+    known = {row[0] for row in conn.execute("SELECT match_id FROM matches")}
+    start = (conn.execute("SELECT max(match) FROM matches").fetchone()[0] or 0) + 1
+    new = [m for m in spec.matches() if m.match_id not in known]
+    with conn:
+        conn.executemany(
+            "INSERT INTO matches (match, match_id, seller, buyer, disclosure, config) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (start + k, m.match_id, m.seller, m.buyer, m.disclosure, m.config)
+                for k, m in enumerate(new)
+            ],
+        )
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'spec'", (spec_json,))
+
+
 def _check_columns(conn: sqlite3.Connection, path: Path) -> None:
-    have = [row[1] for row in conn.execute("PRAGMA table_info(markets)")]
-    missing = [c for c in ("match", "market", *STORED_METRICS) if c not in have]
-    if have and missing:
+    missing = Layout(conn).missing_columns()
+    if missing:
         raise StoreError(
             f"{path}: results of another version of this tool (no {', '.join(missing)} column)"
         )
@@ -310,15 +453,6 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _rows(result: UnitResult, match: int) -> Iterable[tuple]:
-    # Column lists zipped at C speed: the driver writes every row of the tournament, and its
-    # time is taken from the workers on a small machine. SQLite stores a NaN as NULL.
-    u = result.unit
-    return zip(
-        repeat(match, u.stop - u.start), range(u.start, u.stop), *result.table.tolist(), strict=True
-    )
-
-
 def _spec_diff(old: dict, new: dict) -> str:
     keys = []
     for section in sorted(set(old) | set(new)):
@@ -329,4 +463,4 @@ def _spec_diff(old: dict, new: dict) -> str:
     return "differs in " + ", ".join(keys) if keys else "differs"
 
 
-__all__ = ["ResultStore", "StoreError", "package_versions"]
+__all__ = ["ResultStore", "StoreError", "extends", "package_versions"]

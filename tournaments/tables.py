@@ -232,7 +232,16 @@ def sections(analysis: Analysis) -> list[Section]:
     out = [_ratings(analysis)]
     for side in SIDES:
         out += _side(analysis, side)
-    return out + _split(analysis) + _effects(analysis)
+    return out + _split(analysis) + _effects(analysis) + _study(analysis)
+
+
+def _study(analysis: Analysis) -> list[Section]:
+    """The disclosure study's tables, for a run that is one."""
+    if analysis.study is None:
+        return []
+    from tournaments.disclosure_tables import study_sections
+
+    return study_sections(analysis.study)
 
 
 def render(section: Section, tablefmt: str = "simple") -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -26,15 +27,19 @@ from tournaments.types import STORED_METRICS, Match, Unit, UnitResult
 MARKET_CACHE_UNITS = 16
 
 
-def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> list[Unit]:
+def plan_units(spec: TournamentSpec, unit_markets: int = 1000) -> Iterator[Unit]:
     """Every unit of the round robin: slice by slice of markets, each in match-id order, so
     that consecutive units meet the same market instances (the workers' cache). The order
-    changes no result."""
-    return [
-        Unit(m.match_id, start, min(start + unit_markets, spec.markets))
-        for start in range(0, spec.markets, unit_markets)
-        for m in spec.matches()
-    ]
+    changes no result. A generator: the plan of a run takes no memory, however many
+    markets a match has (``count_units`` counts it)."""
+    for start in range(0, spec.markets, unit_markets):
+        for m in spec.matches():
+            yield Unit(m.match_id, start, min(start + unit_markets, spec.markets))
+
+
+def count_units(spec: TournamentSpec, unit_markets: int = 1000) -> int:
+    """How many units ``plan_units`` yields."""
+    return -(-spec.markets // unit_markets) * len(spec.matches())
 
 
 def _close(*policies) -> None:

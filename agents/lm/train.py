@@ -4,8 +4,8 @@ One file, top to bottom (``train``):
 
 1. **Model.** A local causal-LM directory (``base_model``), or the tiny default built
    from ``[model]`` (``agents.lm.model.build_tiny``) into ``OUT/base``.
-2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``; a
-   trained ``rl_seller`` once registered) plays ``sft.markets`` markets against the
+2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``, or the
+   trained ``rl_seller``) plays ``sft.markets`` markets against the
    buyers; every turn keeps the prompt the model will see (the view and, with
    ``analyst`` > 0, the analyst's short list: ``agents.lm.analyst``) and the teacher's
    move written as a message (its THINK names the analyst's rank of the move, or says

@@ -37,6 +37,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from agents.rl.fixed import FixedMLP, FixedMLPConfig, FixedSizeSeller
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
 from agents.rl.policies import RLBuyer, RLSeller
 
@@ -48,9 +49,15 @@ CONFIG = "config.json"
 POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
     "RLSeller": (RLSeller, SellerNet, SellerNetConfig, "seller"),
     "RLBuyer": (RLBuyer, BuyerNet, BuyerNetConfig, "buyer"),
+    # An MLP for markets of one size, e.g. exported from RLlib (examples/rllib_seller.py).
+    "FixedSizeSeller": (FixedSizeSeller, FixedMLP, FixedMLPConfig, "seller"),
 }
 _POLICY_KEYS = {"class", "name", "side", "kind", "params", "net"}
-_PARAMS = {"RLSeller": {"offsets", "expert_offsets"}, "RLBuyer": {"shares"}}
+_PARAMS = {
+    "RLSeller": {"offsets", "expert_offsets", "markups"},
+    "RLBuyer": {"shares"},
+    "FixedSizeSeller": {"buyers", "products", "offsets"},
+}
 
 
 class CheckpointError(ValueError):
@@ -91,9 +98,7 @@ def save(
         raise CheckpointError(f"{cls} cannot be saved as a checkpoint")
     tensors = {k: v.detach().contiguous().clone() for k, v in policy.net.state_dict().items()}
     weights = save_tensors(tensors)
-    params = (
-        {"offsets": list(policy.offsets)} if cls == "RLSeller" else {"shares": list(policy.shares)}
-    )
+    params = policy.checkpoint_params()
     config = {
         "format": FORMAT,
         "policy": {
@@ -199,17 +204,14 @@ def build(
             _SHARED[key] = build(data)
         first = _SHARED[key]
         cls = type(first)
-        if cls is RLSeller:
-            params = {"offsets": first.offsets, "expert_offsets": first.expert_offsets}
-        else:
-            params = {"shares": first.shares}
+        params = cls.from_checkpoint_params(first.checkpoint_params())
         return cls(first.net, seed=seed, greedy=greedy, **params, **kwargs)
     meta = _parse_config(data)
     policy = meta["policy"]
     cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
     try:
         net = net_cls(cfg_cls(**policy["net"]))
-        params = {k: tuple(float(x) for x in v) for k, v in policy["params"].items()}
+        params = cls.from_checkpoint_params(policy["params"])
         out = cls(net, seed=seed, greedy=greedy, **params, **kwargs)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{data.source}/{CONFIG}: bad policy config ({err})") from None

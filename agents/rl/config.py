@@ -180,9 +180,15 @@ class TrainConfig:
     """Share of the warm start's price target moved from the expert's price to the levels
     around it (where the expert's own move was the teacher's), so exploration starts
     close to the expert."""
+    imitation_patience: float = 0.0
+    """The teacher's ``patience`` (``GreedyMatcher``: extra asked, as a fraction of the
+    range width, while turns are to spare); 0 leaves the teacher as registered."""
     expert_coef: float = 0.0
     """Seller side: weight of the expert's move's negative log-likelihood in the loss (a
     pull toward the greedy matcher's play wherever departing has not proved better)."""
+    expert_pull: str = "move"
+    """What ``expert_coef`` pulls toward: "move" (the expert's pair and its price level)
+    or "pair" (the pair alone, prices left to the learner and its warm start)."""
     learned_disclosure: bool = False
     """Buyer side: also learn, per market, whether to disclose under the voluntary rule
     (a disclosure head, trained on markets of the voluntary rule)."""
@@ -230,7 +236,14 @@ class TrainConfig:
         for name in ("gamma", "gae_lambda", "imitation_smoothing", "imitation_spread"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"train.{name}: expected a number in [0, 1]")
-        for name in ("ent_coef", "ent_end", "penalty", "target_kl", "expert_coef"):
+        for name in (
+            "ent_coef",
+            "ent_end",
+            "penalty",
+            "target_kl",
+            "expert_coef",
+            "imitation_patience",
+        ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
         if self.batch_size % self.minibatches and self.side == "seller":
@@ -241,6 +254,10 @@ class TrainConfig:
             raise ValueError("no [family]: the learner needs markets")
         if self.learned_disclosure and self.side != "buyer":
             raise ValueError("train.learned_disclosure: a buyer-side option")
+        if self.expert_pull not in ("move", "pair"):
+            raise ValueError(
+                f"train.expert_pull: expected 'move' or 'pair', got {self.expert_pull!r}"
+            )
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
 

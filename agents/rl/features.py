@@ -95,7 +95,7 @@ class SellerFeatures:
     PAIR = 16
     BUYER = 10
     PRODUCT = 3
-    MARKET = 8
+    MARKET = 5
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.pair, self.buyer, self.product, self.market
@@ -190,7 +190,8 @@ def seller_features(
     )
     product = _stack([c[:, 0], obs.stock / np.maximum(obs.inventory, 1), obs.stock == 1])
 
-    total = np.maximum(mem.answers.sum(axis=1), 1.0)
+    # How buyers answer is kept per buyer only: a market may mix kinds of buyers (humans
+    # and agents), so answers pooled over the market would tell it nothing reliable.
     n_active = np.maximum(obs.active.sum(axis=1), 1)
     left = (obs.turns - obs.turn).astype(float)
     market = _stack(
@@ -199,9 +200,6 @@ def seller_features(
             np.minimum(left / n_active, 3.0) / 3.0,
             n_active / n,
             np.minimum(obs.stock.sum(axis=1) / n_active, 3.0) / 3.0,
-            mem.refusals.sum(axis=1) / total,
-            mem.counters.sum(axis=1) / total,
-            mem.depth.sum(axis=1) / total,
             np.full(b, min(n / T, 4.0) / 4.0),
         ]
     )

@@ -22,8 +22,10 @@ lowest price buyer i refused for j), the anchor is ``a_ij = min(s_ij, u_ij)`` an
 k offers ``max(a_ij + offsets[k] * w, c_j)`` in cents; the next level offers buyer i's
 standing bid on j (rounded down to a cent, so it trades at once), allowed only when such
 a bid exists at or above cost; the last ones offer the expert's price e_ij for the pair,
-then ``max(e_ij + expert_offsets[k] * w, c_j)``. Offsets are fractions of the range
-width w, so the levels mean the same on every price scale.
+then ``max(e_ij + expert_offsets[k] * w, c_j)``; the last ones post a markup over cost,
+``c_j (1 + markups[k])`` (what a posted-price seller asks: where the public signals are
+too noisy to price on, a price from the cost is worth more). Offsets are fractions of the
+range width w, so the levels mean the same on every price scale.
 
 Buyer bids. For product j with value v_j and cost c_j, bid level k bids
 ``c' + shares[k] * (v_j - c')`` with ``c' = clip(c_j, lo, v_j)``: from the seller's cost
@@ -73,6 +75,8 @@ PRICE_OFFSETS: tuple[float, ...] = (
 # Offsets around the expert's price (fractions of the range width); the first is the
 # expert's price itself.
 EXPERT_OFFSETS: tuple[float, ...] = (0.0, -0.04, -0.02, 0.02, 0.04)
+# Markups over unit cost of the posted-price levels.
+MARKUPS: tuple[float, ...] = (0.2, 0.35, 0.5, 0.7, 1.0)
 BID_SHARES: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 # Streams of the keyed noise, one per choice.
@@ -139,10 +143,14 @@ class RLSeller(SellerPolicy):
         greedy: bool = True,
         offsets: tuple[float, ...] = PRICE_OFFSETS,
         expert_offsets: tuple[float, ...] = EXPERT_OFFSETS,
+        markups: tuple[float, ...] = MARKUPS,
         hidden: int = 48,
     ) -> None:
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
+        self.markups = tuple(float(x) for x in markups)
+        if any(not x > -1.0 for x in self.markups):
+            raise ValueError("markups must be > -1 (a price above zero)")
         if not self.expert_offsets or self.expert_offsets[0] != 0.0:
             raise ValueError("expert_offsets must start with 0.0 (the expert's own price)")
         if net is None:
@@ -158,9 +166,22 @@ class RLSeller(SellerPolicy):
 
     @property
     def levels(self) -> int:
-        """Price levels: the anchor offsets, the standing bid, then the expert's price and
-        the expert offsets around it."""
-        return len(self.offsets) + 1 + len(self.expert_offsets)
+        """Price levels: the anchor offsets, the standing bid, the expert's price and the
+        expert offsets around it, then the markups over cost."""
+        return len(self.offsets) + 1 + len(self.expert_offsets) + len(self.markups)
+
+    def checkpoint_params(self) -> dict[str, list[float]]:
+        """What a checkpoint stores besides the network (``agents.rl.checkpoint``)."""
+        return {
+            "offsets": list(self.offsets),
+            "expert_offsets": list(self.expert_offsets),
+            "markups": list(self.markups),
+        }
+
+    @classmethod
+    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...]]:
+        """Constructor arguments from a checkpoint's params."""
+        return _float_tuples(params)
 
     @property
     def expert_level(self) -> int:
@@ -236,9 +257,14 @@ class RLSeller(SellerPolicy):
         cap = self._mem.caps[ar, to, product]
         cost = obs.costs[ar, product]
         k = len(self.offsets)
-        offsets = np.asarray(self.offsets + (0.0,) + self.expert_offsets)
+        first_markup = self.expert_level + len(self.expert_offsets)
+        n_markups = len(self.markups)
+        offsets = np.asarray(self.offsets + (0.0,) + self.expert_offsets + (0.0,) * n_markups)
         base = np.where(level > k, self._table[1][ar, to, product], np.minimum(s, cap))
         p = np.maximum(base + offsets[level] * (hi - lo), cost)
+        if n_markups:
+            markup = np.asarray(self.markups)[np.clip(level - first_markup, 0, n_markups - 1)]
+            p = np.where(level >= first_markup, cost * (1.0 + markup), p)
         # The expert's own price as it is (it may sit below cost, on a standing bid).
         p = np.where(level == self.expert_level, self._table[1][ar, to, product], p)
         p = cents(p, lo, hi)
@@ -304,6 +330,15 @@ class RLBuyer(BuyerPolicy):
         self.disclosure = disclosure
         self.trace_disclosure: list | None = None  # a trainer's record of the choices
         self._mem: BuyerMemory | None = None
+
+    def checkpoint_params(self) -> dict[str, list[float]]:
+        """What a checkpoint stores besides the network (``agents.rl.checkpoint``)."""
+        return {"shares": list(self.shares)}
+
+    @classmethod
+    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...]]:
+        """Constructor arguments from a checkpoint's params."""
+        return _float_tuples(params)
 
     def reset(self, batch_size: int) -> None:
         self._mem = None
@@ -411,3 +446,7 @@ class RLBuyer(BuyerPolicy):
 
 
 __all__ = ["RLSeller", "RLBuyer", "PRICE_OFFSETS", "BID_SHARES", "ACCEPT"]
+
+
+def _float_tuples(params: dict) -> dict[str, tuple[float, ...]]:
+    return {k: tuple(float(x) for x in v) for k, v in params.items()}

@@ -417,7 +417,7 @@ def _level_ce(
     if spread <= 0:
         return loss
     logp = torch.log_softmax(logits, dim=-1)
-    near = list(range(policy.expert_level + 1, policy.levels))
+    near = list(range(policy.expert_level + 1, policy.expert_level + len(policy.expert_offsets)))
     on_expert = (target == policy.expert_level).to(logp.dtype)
     # CE of (1 - eps - spread) on the target, spread spread over ``near``, eps uniform.
     around = -logp[:, near].mean(-1) + logp.gather(1, target[:, None])[:, 0]
@@ -428,7 +428,8 @@ def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict
     """Behaviour cloning of ``cfg.imitate`` (cross-entropy on its pair and price level),
     with the value head fitted to the teacher's returns, so that PPO starts from the
     teacher's play with a critic that already knows what it is worth."""
-    teacher = registry.make(cfg.imitate, "seller", seed=cfg.seed)
+    params = {"patience": cfg.imitation_patience} if cfg.imitation_patience else {}
+    teacher = registry.make(cfg.imitate, "seller", seed=cfg.seed, **params)
     optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.imitation_lr, eps=1e-5)
     bar = tqdm(
         range(cfg.imitation_iterations),
@@ -496,7 +497,7 @@ def ppo_update(
                     data["level_ok"][idx],
                 )
                 if cfg.expert_coef > 0:
-                    expert = _expert_nll(policy, logits, plog, data, idx)
+                    expert = _expert_nll(policy, logits, plog, data, idx, cfg.expert_pull)
             else:
                 logp, ent, value = policy.evaluate(
                     data["x"][idx],
@@ -531,12 +532,17 @@ def ppo_update(
     return out
 
 
-def _expert_nll(policy: RLSeller, logits, plog, data: dict, idx) -> torch.Tensor:
-    """How unlikely the expert's own move is under the policy: the expert's pair, and its
-    price level where the sampled pair was the expert's. A small weight on it keeps the
-    policy on the expert's move wherever departing from it has not proved better."""
+def _expert_nll(
+    policy: RLSeller, logits, plog, data: dict, idx, pull: str = "move"
+) -> torch.Tensor:
+    """How unlikely the expert's own move is under the policy: the expert's pair, and
+    (``pull="move"``) its price level where the sampled pair was the expert's. A small
+    weight on it keeps the policy on the expert's move wherever departing from it has not
+    proved better."""
     pair = data["expert_pair"][idx]
     nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0]
+    if pull == "pair":
+        return nll.mean()
     same = (data["pair"][idx] == pair).to(nll.dtype)
     level = torch.log_softmax(plog, -1)[:, policy.expert_level]
     return (nll - same * level).mean()

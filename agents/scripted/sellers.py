@@ -215,6 +215,9 @@ class GreedyMatcher(SellerPolicy):
        that beats its step-2 value.
     4. Offer the open pair with the highest value at its price (ties: lowest buyer index,
        then lowest product index).
+    5. Patience (0 by default): while more turns are left than buyers are still open, ask
+       ``patience * w`` above that price, unless the buyer stands on a bid for that
+       product (a refusal costs a turn that can be spared).
 
     Choosing the product by expected margin puts each buyer on the product its signal
     says it values most over cost, so trades go to good matches; the refusal bound makes a
@@ -227,6 +230,8 @@ class GreedyMatcher(SellerPolicy):
     """Assumed std of the signal noise, as a fraction of the range width (must be > 0)."""
     grid: int = 19
     """Number of candidate prices per pair."""
+    patience: float = 0.0
+    """Step 5: extra asked while turns are to spare, as a fraction of the range width."""
 
     _caps: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _table: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -235,6 +240,7 @@ class GreedyMatcher(SellerPolicy):
         _check(self.markup > -1.0, f"markup must be > -1, got {self.markup}")
         _check(self.noise > 0.0, f"noise must be > 0, got {self.noise}")
         _check(self.grid >= 2, f"grid must be >= 2, got {self.grid}")
+        _check(self.patience >= 0.0, f"patience must be >= 0, got {self.patience}")
 
     def reset(self, batch_size: int) -> None:
         self._caps = None
@@ -298,7 +304,13 @@ class GreedyMatcher(SellerPolicy):
         value, price = self.pair_table(obs)
         to, product = _argmax_pair(value)
         ar = np.arange(obs.batch_size)
-        return SellerAction(to=to, product=product, price=_price(price[ar, to, product], obs))
+        p = price[ar, to, product]
+        if self.patience > 0:
+            lo, hi = obs.price_range
+            open_buyers = (obs.active & (obs.stock.sum(1, keepdims=True) > 0)).sum(1)
+            spare = (obs.turns_left > open_buyers) & (obs.counter_product[ar, to] != product)
+            p = np.where(spare, p + self.patience * (hi - lo), p)
+        return SellerAction(to=to, product=product, price=_price(p, obs))
 
 
 @dataclass

@@ -3,7 +3,9 @@
 - ``market``: ``play``, ``eval``, ``agents`` (one market or many, the registry);
 - ``tournament``: ``tournament``, ``report``, ``show``, ``export`` (runs and their folders);
 - ``bench``: ``bench NAME`` (the benchmark scripts);
-- ``train``, ``league``: the places for training and league commands.
+- ``check``: ``check MODULE:CLASS`` (the conformance check on a policy class of one's own);
+- ``compare``: ``compare RUN_A RUN_B`` (paired differences between two runs);
+- ``train``, ``league``: training, and rounds of learners against frozen pools.
 
 Every command turns bad input (unknown names, malformed files, impossible parameters)
 into one ``arena: error: ...`` line and exit code 2; nothing here prints a traceback for
@@ -17,16 +19,16 @@ import os
 import sqlite3
 import sys
 
-from tournaments.cli import bench, league, market, tournament, train
-from tournaments.cli.common import CliError
+from tournaments.cli import bench, check, compare, league, market, tournament, train
+from tournaments.cli.common import CliError, Parser
 
-GROUPS = (market, tournament, train, league, bench)
+GROUPS = (market, tournament, compare, train, league, bench, check)
 """Command groups, in the order ``arena --help`` lists them."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="arena", description="Two-sided agent market arena.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = Parser(prog="arena", description="Two-sided agent market arena.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.add_commands(sub)
     return ap
@@ -59,8 +61,18 @@ def main(argv: list[str] | None = None) -> int:
         if not _user_error(err):
             raise
         # A run that cannot go on (TournamentError) is a RuntimeError; results are kept.
-        print(f"arena: error: {err}", file=sys.stderr)
+        print(f"arena: error: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _one_line(err: BaseException) -> str:
+    """The error as one line; an OSError as "FILE: reason" (not "[Errno 30] ...")."""
+    if isinstance(err, OSError) and err.strerror:
+        text = f"{err.filename}: {err.strerror.lower()}" if err.filename else err.strerror
+    else:
+        text = str(err) or type(err).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else type(err).__name__
 
 
 __all__ = ["CliError", "GROUPS", "build_parser", "main"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import runpy
 import sys
 from pathlib import Path
 
@@ -23,9 +22,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     script = root / "benchmarks" / f"{args.which}.py"
     if not script.is_file():
         raise CliError(f"no {script.name} here: benchmarks run from a source checkout")
-    sys.argv = [str(script), *args.rest]
+    # argparse names a script after argv[0], so its --help and errors say "arena bench
+    # NAME". (runpy would set argv[0] to the script's path.)
+    sys.argv = [f"arena bench {args.which}", *args.rest]
+    code = compile(script.read_text(), str(script), "exec")
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        exec(code, {"__name__": "__main__", "__file__": str(script)})
     except SystemExit as exit_:
         return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
     return 0
@@ -35,7 +37,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="run a benchmark of benchmarks/ and print its figures",
-        description="Run a benchmark script of a source checkout; flags after the name go to "
+        description="Run a benchmark script of a source checkout; flags after the name go to\n"
         "the script (e.g. arena bench engine --json).",
     )
     kinds = p.add_subparsers(dest="which", required=True, metavar="NAME")

@@ -6,26 +6,86 @@ import argparse
 import math
 from collections.abc import Iterable
 
+from tournaments.text import plural  # noqa: F401 - the commands count in words
+
 
 class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that shows each option's default (unless it has none, or says it already); a
+    description keeps its own line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or not action.option_strings
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the arena's errors: one ``arena: error: ...`` line naming the flag,
+    exit code 2, no usage block (``--help`` shows it)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"arena: error: {message} (see: {self.prog} --help)\n")
+
+
 def pos_int(text: str) -> int:
-    value = nonneg_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    """A positive integer flag; 0 and -5 get the same message."""
+    value = _int(text)
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
 def nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    value = _int(text)
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
     return value
+
+
+def at_most(limit: int, what: str):
+    """A positive integer flag of at most ``limit`` (the message names the limit)."""
+
+    def parse(text: str) -> int:
+        value = pos_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"at most {limit:,} {what}, got {value:,}")
+        return value
+
+    parse.__name__ = "positive integer"  # what argparse calls the type in its messages
+    return parse
+
+
+def pos_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def number(x: float, digits: int = 2) -> str:
@@ -68,3 +128,39 @@ def print_transcript(turns: Iterable[dict]) -> None:
             print(f"  => trade: buyer {t['buyer']} buys product {t['product']} at {t['price']:.2f}")
         if rec["buyer_left"]:
             print(f"  => buyer {rec['buyer']} leaves")
+
+
+class Steps:
+    """A progress line over the named steps of a longer piece of work, on stderr; gone once
+    the work is done. ``steps("what")`` starts the next step."""
+
+    def __init__(self, total: int, enabled: bool = True, desc: str = "") -> None:
+        self._bar = None
+        self._total = total
+        self._n = 0
+        self._desc = desc
+        if enabled:
+            import sys
+
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total,
+                desc=desc,
+                file=sys.stderr,
+                leave=False,
+                dynamic_ncols=True,
+                bar_format="{desc} [{elapsed}]",
+                disable=None,  # none where stderr is no terminal
+            )
+
+    def __call__(self, what: str) -> None:
+        if self._bar is None:
+            return
+        self._n = min(self._n + 1, self._total)
+        self._bar.set_description_str(f"{self._desc} {self._n}/{self._total}: {what}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -13,7 +13,16 @@ import json
 from tabulate import tabulate
 
 from arena.config import DISCLOSURE_RULES, MarketConfig, load_market_file
-from tournaments.cli.common import json_safe, nonneg_int, number, pos_int, print_transcript
+from tournaments import limits
+from tournaments.cli.common import (
+    CliError,
+    at_most,
+    json_safe,
+    nonneg_int,
+    number,
+    plural,
+    print_transcript,
+)
 
 EVAL_METRICS = (
     "profit",
@@ -38,6 +47,31 @@ def _market_config(path: str | None, disclosure: str | None) -> MarketConfig:
     return cfg
 
 
+def _label(path: str | None) -> str:
+    return f"{path} [market]" if path else "the default market"
+
+
+def _check_kinds(buyers: str, buyer, cfg: MarketConfig) -> None:
+    """A population split by kind on a market where one kind has no buyer plays the other
+    kind's entry only: say so rather than play it."""
+    from agents.population import Population
+
+    if not isinstance(buyer, Population) or buyer.shares is not None:
+        return
+    if cfg.num_agents == 0:
+        raise CliError(
+            f"--buyers {buyers!r} splits buyers by kind, but no buyer of this market is an "
+            f"agent (agent_share = {cfg.agent_share:g} of {plural(cfg.buyers, 'buyer')}); set "
+            "agent_share in a --market FILE.toml, or name one entry"
+        )
+    if cfg.num_agents == cfg.buyers:
+        raise CliError(
+            f"--buyers {buyers!r} splits buyers by kind, but every buyer of this market is "
+            f"an agent (agent_share = {cfg.agent_share:g}); lower agent_share in a --market "
+            "FILE.toml, or name one entry"
+        )
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     from agents import registry
     from agents.rollout import play_reference
@@ -45,13 +79,16 @@ def cmd_play(args: argparse.Namespace) -> int:
     from arena.metrics import market_metrics, seller_benchmarks
 
     cfg = _market_config(args.market, args.disclosure)
+    limits.unit_markets([(_label(args.market), cfg)], 1)  # one market and its transcript
     seller = registry.make(args.seller, "seller", seed=args.seed)
     buyer = registry.make_buyers(args.buyers, seed=args.seed)
+    _check_kinds(args.buyers, buyer, cfg)
     instance = generate(cfg, args.seed, args.index)
     market = play_reference(instance, seller, buyer)
     lo, hi = cfg.price_range
     print(
-        f"market {args.index} (seed {args.seed}): {cfg.buyers} buyers, {cfg.products} products,"
+        f"market {args.index} (seed {args.seed}): {plural(cfg.buyers, 'buyer')}, "
+        f"{plural(cfg.products, 'product')},"
         f" T={cfg.turns}, prices [{lo:g}, {hi:g}], disclosure {cfg.disclosure}"
     )
     print(f"seller {args.seller} vs buyers {args.buyers}")
@@ -84,6 +121,12 @@ def cmd_play(args: argparse.Namespace) -> int:
             rows, headers=["outcome", "", "oracle", "profit", "revenue"], disable_numparse=True
         )
     )
+    if args.html:
+        from tournaments.html_report import write_play_html
+
+        turns = [r.to_dict() for r in market.transcript]
+        page = write_play_html(args.html, market.instance, turns, args.seller, args.buyers)
+        print(f"\ntranscript viewer: {page}")
     return 0
 
 
@@ -132,7 +175,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = _market_config(args.market, args.disclosure)
     seller = registry.make(args.seller, "seller", seed=args.seed)
     buyer = registry.make_buyers(args.buyers, seed=args.seed)
-    metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer)
+    _check_kinds(args.buyers, buyer, cfg)
+    # Played in batches that fit a unit's memory (tournaments.limits), whatever --markets is.
+    chunk = min(1024, limits.unit_markets([(_label(args.market), cfg)], 0))
+    metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer, chunk=chunk)
     summary = summarize(metrics, EVAL_METRICS)
     rows = [
         [
@@ -143,7 +189,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for name in EVAL_METRICS
     ]
     print(
-        f"{args.seller} vs {args.buyers}: {args.markets} markets, seed {args.seed}, "
+        f"{args.seller} vs {args.buyers}: {plural(args.markets, 'market')}, seed {args.seed}, "
         f"disclosure {cfg.disclosure}"
     )
     print(tabulate(rows, headers=["metric", "mean", "95% CI"], disable_numparse=True))
@@ -173,6 +219,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _matchup_args(p)
     p.add_argument("--seed", type=nonneg_int, default=0, help="root seed")
     p.add_argument("--index", type=nonneg_int, default=0, help="market index under the seed")
+    p.add_argument("--html", metavar="FILE", help="also write the transcript viewer to FILE")
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("agents", help="list the registered sellers and buyers")
@@ -182,7 +229,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("eval", help="mean metrics with 95%% CIs over many markets")
     _matchup_args(p)
-    p.add_argument("--markets", type=pos_int, default=1000, help="number of markets")
+    p.add_argument(
+        "--markets",
+        type=at_most(limits.MAX_MARKETS_PER_MATCH, "markets"),
+        default=1000,
+        help="number of markets",
+    )
     p.add_argument("--seed", type=nonneg_int, default=0, help="root seed")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
     p.set_defaults(func=cmd_eval)

@@ -26,7 +26,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train a seller or a buyer (PPO) from a training config",
         description="Train a seller or a buyer from a training config (TOML).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("side", choices=["seller", "buyer"], help="the side that learns")
     p.add_argument("--config", required=True, metavar="FILE.toml", help="training config")

@@ -119,7 +119,7 @@ def paired_leaderboard(
         raise ValueError(
             f"entries and values must have equal lengths (got {len(entry_code)}, {len(vals)})"
         )
-    market_code, n_markets = labels(markets, len(entry_code), "markets")
+    market_code, n_markets = _codes(markets, len(entry_code), "markets")
     e = len(players)
     if e == 0:
         return PairedLeaderboard((), ())
@@ -135,46 +135,31 @@ def paired_leaderboard(
     if clusters is None:
         cluster_of_market, n_units = np.arange(n_markets), n_markets
     else:
-        cluster_code, n_units = labels(clusters, len(entry_code), "clusters")
+        cluster_code, n_units = _codes(clusters, len(entry_code), "clusters")
         cluster_of_market = np.zeros(n_markets, np.int64)
         cluster_of_market[market_code] = cluster_code
         if not np.array_equal(cluster_of_market[market_code], cluster_code):
             raise ValueError("all records of one market must name the same cluster")
-    sign = 1.0 if higher_is_better else -1.0
+    has = np.isfinite(grid)
+    played = has.sum(axis=1)
 
-    pair_i: list[int] = []
-    pair_j: list[int] = []
-    empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
-    cell_pair, cell_market, cell_s, cell_d = [empty_i], [empty_i], [empty_f], [empty_f]
-    for i in range(e):
-        for j in range(i + 1, e):
-            shared = np.flatnonzero(np.isfinite(grid[i]) & np.isfinite(grid[j]))
-            if len(shared) == 0:
-                continue
-            d = grid[i, shared] - grid[j, shared]
-            edge = sign * d
-            s = np.where(edge > tie_tol, 1.0, np.where(edge < -tie_tol, 0.0, 0.5))
-            cell_pair.append(np.full(len(shared), len(pair_i)))
-            pair_i.append(i)
-            pair_j.append(j)
-            cell_market.append(shared)
-            cell_s.append(s)
-            cell_d.append(d)
-
-    pi = np.asarray(pair_i, dtype=np.int64)
-    pj = np.asarray(pair_j, dtype=np.int64)
+    # The pairs (i < j, in that order) with a shared market: counts are exact in a product.
+    shared = has.astype(float) @ has.T.astype(float)
+    pi, pj = np.triu_indices(e, 1)
+    keep = shared[pi, pj] > 0
+    pi, pj = pi[keep].astype(np.int64), pj[keep].astype(np.int64)
     n_pairs = len(pi)
     if n_pairs == 0:  # no two entries share a market: nothing to compare
-        played = np.isfinite(grid).sum(axis=1)
         nan = np.full(e, np.nan)
         return PairedLeaderboard(tuple(rs.rated_rows(players, nan, nan, nan, played)), ())
-    cp = np.concatenate(cell_pair).astype(np.int64)
-    cm = np.concatenate(cell_market).astype(np.int64)
-    cs = np.concatenate(cell_s)
-    cd = np.concatenate(cell_d)
-
-    n = np.bincount(cp, minlength=n_pairs).astype(float)
-    w = np.bincount(cp, cs, n_pairs)
+    sign = 1.0 if higher_is_better else -1.0
+    # The bootstrap draws whole clusters (markets when none are given): the sufficient
+    # statistics are the sums per (pair, cluster), whatever the number of markets in one.
+    cells, wins, ties, dsum = _pair_sums(
+        grid, has, pi, pj, cluster_of_market, n_units, sign, tie_tol
+    )
+    n = np.bincount(cells.pair, cells.n, n_pairs)
+    w = np.bincount(cells.pair, cells.w, n_pairs)
     table = PairTable(pi, pj, w, n)
     warn_if_disconnected(table, players)
     theta = fit_theta(table, e, l2)
@@ -182,17 +167,11 @@ def paired_leaderboard(
         raise ValueError(f"reference {reference!r} is not among the players")
     ref = None if reference is None else players.index(reference)
 
-    # The bootstrap draws whole clusters (markets when none are given): the sufficient
-    # statistics are the sums per (pair, cluster), whatever the number of markets in one.
-    cells = Cells.by_unit(cp, cluster_of_market[cm], cs, n_units, extra=cd)
     fit = Fit(players, table, theta, ref, scale, l2)
-    rated, counts, dsums = fit.rate(cells, rounds, seed, confidence, np.isfinite(grid).sum(1))
+    rated, counts, dsums = fit.rate(cells, rounds, seed, confidence, played)
 
     with np.errstate(invalid="ignore", divide="ignore"):
         d_lo, d_hi = rs.percentile_interval(dsums / counts, confidence)
-    dsum = np.bincount(cp, cd, n_pairs)
-    wins = np.bincount(cp, cs == 1.0, n_pairs)
-    ties = np.bincount(cp, cs == 0.5, n_pairs)
     pairs = tuple(
         PairedComparison(
             a=players[pi[k]],
@@ -209,3 +188,96 @@ def paired_leaderboard(
         for k in range(n_pairs)
     )
     return PairedLeaderboard(tuple(rated), pairs)
+
+
+_CHUNK_CELLS = 1 << 22  # (pair, market) cells handled at once: a few arrays of ~32 MB
+
+
+def _codes(values: Any, n: int, what: str) -> tuple[np.ndarray, int]:
+    """``labels`` (dense codes in sorted order), without a sort for small non-negative
+    integers: a value's code is the number of distinct smaller values."""
+    if (
+        isinstance(values, np.ndarray)
+        and values.dtype.kind in "iu"
+        and values.ndim == 1
+        and len(values) == n > 0
+    ):
+        low, high = int(values.min()), int(values.max())
+        if low >= 0 and high < 8 * n + 65536:
+            seen = np.zeros(high + 1, bool)
+            seen[values] = True
+            rank = np.cumsum(seen, dtype=np.int64) - 1
+            return rank[values], int(rank[-1]) + 1
+    return labels(values, n, what)
+
+
+def _pair_sums(
+    grid: np.ndarray,
+    has: np.ndarray,
+    pi: np.ndarray,
+    pj: np.ndarray,
+    cluster_of_market: np.ndarray,
+    n_units: int,
+    sign: float,
+    tie_tol: float,
+) -> tuple[Cells, np.ndarray, np.ndarray, np.ndarray]:
+    """The comparisons of pairs (pi[k], pj[k]) on their shared markets: the bootstrap cells
+    (one per (cluster, pair) with a shared market, in that order; score and count, and the
+    sum of value_a - value_b as ``extra``), and per pair the wins, the ties and the sum of
+    value_a - value_b.
+
+    Every sum of differences runs over the markets in their order, one at a time, from 0.0,
+    as ``np.bincount`` adds. Scores are multiples of one half, so their sums are exact in any
+    order; so are the counts."""
+    n_pairs, n_markets = len(pi), grid.shape[1]
+    cell_n = np.zeros((n_pairs, n_units), np.int64)
+    cell_w = np.zeros((n_pairs, n_units))
+    cell_d = np.zeros((n_pairs, n_units))
+    wins = np.zeros(n_pairs, np.int64)
+    ties = np.zeros(n_pairs, np.int64)
+    dsum = np.zeros(n_pairs)
+    per_cluster = np.bincount(cluster_of_market, minlength=n_units)
+    step = max(1, _CHUNK_CELLS // max(n_markets, 1))
+    for start in range(0, n_pairs, step):
+        stop = min(n_pairs, start + step)
+        rows = stop - start
+        a, b = pi[start:stop], pj[start:stop]
+        both = has[a] & has[b]
+        d = grid[a] - grid[b]
+        edge = d if sign > 0 else -d
+        win = edge > tie_tol
+        lose = (edge < -tie_tol) & ~win
+        # The row (pair) and the (row, cluster) of each comparison; a market not shared goes
+        # to one extra bin.
+        row = np.repeat(np.arange(rows), n_markets)
+        key = (np.arange(rows) * n_units)[:, None] + cluster_of_market
+        dump = rows * n_units
+        size = dump + 1
+        if both.all():  # every market shared: a cluster's count is its number of markets
+            cell_n[start:stop] = per_cluster
+            key = key.reshape(-1)
+        else:
+            row[~both.reshape(-1)] = rows
+            key[~both] = dump
+            key = key.reshape(-1)
+            cell_n[start:stop] = np.bincount(key, minlength=size)[:dump].reshape(rows, n_units)
+        halves = win.view(np.uint8) + (~lose).view(np.uint8)  # 2 win, 1 tie, 0 loss
+        cell_w[start:stop] = (0.5 * np.bincount(key, halves.reshape(-1), size)[:dump]).reshape(
+            rows, n_units
+        )
+        d = d.reshape(-1)
+        cell_d[start:stop] = np.bincount(key, d, size)[:dump].reshape(rows, n_units)
+        dsum[start:stop] = np.bincount(row, d, rows + 1)[:rows]
+        wins[start:stop] = np.count_nonzero(win & both, axis=1)
+        ties[start:stop] = np.count_nonzero(~win & ~lose & both, axis=1)
+    cell = np.flatnonzero(cell_n.T)  # (cluster, pair) order
+    unit, pair = cell // n_pairs, cell % n_pairs
+    cells = Cells(
+        pair=pair,
+        unit=unit,
+        w=cell_w[pair, unit],
+        n=cell_n[pair, unit].astype(float),
+        unit_size=np.ones(n_units, dtype=np.int64),
+        extra=cell_d[pair, unit],
+    )
+    return cells, wins, ties, dsum

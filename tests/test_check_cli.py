@@ -1,0 +1,77 @@
+"""``arena check MODULE:CLASS`` and the bring-your-own-agent guide's examples, run as the
+guide runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tournaments.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = ROOT / "examples" / "my_agents.py"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_empty_class_does_not_conform_and_says_why(capsys):
+    code, out, _ = run(capsys, "check", f"{AGENTS}:EmptySeller")
+    assert code == 1
+    assert "EmptySeller (seller) does not conform" in out and "abstract method act" in out
+
+
+def test_a_policy_that_breaks_the_rules_is_told_where(capsys):
+    code, out, _ = run(capsys, "check", f"{AGENTS}:FirstTry")
+    assert code == 1 and "violations by the seller" in out and "config 2" in out
+
+
+def test_the_guides_seller_conforms_by_file_and_by_module(capsys, monkeypatch):
+    code, out, _ = run(capsys, "check", f"{AGENTS}:SignalSeller")
+    assert code == 0 and "SignalSeller (seller) conforms on 3 configs" in out
+    monkeypatch.chdir(AGENTS.parent)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "my_agents", raising=False)
+    code, out, _ = run(capsys, "check", "my_agents:SignalSeller", "--markets", "4")
+    assert code == 0 and "conforms" in out
+
+
+@pytest.mark.parametrize(
+    "target, needle",
+    [
+        ("json:JSONDecoder", "neither a SellerPolicy nor a BuyerPolicy"),
+        ("no_such_module_here:X", "cannot import 'no_such_module_here'"),
+        ("json:NoSuchClass", "has no class 'NoSuchClass'"),
+        ("MySeller", "expected MODULE:CLASS"),
+    ],
+)
+def test_what_cannot_be_checked_is_one_error_line(capsys, target, needle):
+    code, _, err = run(capsys, "check", target)
+    assert code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_the_guides_tournament_plays_the_new_entry(tmp_path):
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    out = tmp_path / "byo"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "byo_tournament.py"), "--out", str(out),
+         "--markets", "20", "--no-ray"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "played 360 markets" in proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "tournaments.cli", "report", str(out)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "signal_seller" in proc.stdout

@@ -1,0 +1,126 @@
+"""``arena check module:Class``: run the conformance check on a policy class of one's own.
+
+    arena check my_agents:MySeller
+    arena check path/to/my_agents.py:MyBuyer --market small.toml
+
+The class is a ``SellerPolicy`` or ``BuyerPolicy`` (``agents.base``); it is built as
+``Class(seed=SEED)`` when its constructor takes a seed, else ``Class()``. The check
+(``agents.conformance``) plays it against a random opponent on three configs (or on the
+``--market`` file's config, for a policy made for one market size) and prints every
+problem: malformed action arrays, rule violations, a different game for the same seed,
+a batch that plays differently from its markets one at a time, a market played
+differently after a per-row restart. Exit code 0 when it conforms, 1 when it does not,
+2 when the class cannot be found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+from tournaments.cli.common import CliError, nonneg_int, pos_int
+
+
+def load_class(target: str) -> type:
+    """``module:Class`` (importable from here, the current folder included) or
+    ``path/to/file.py:Class``."""
+    module_name, sep, name = target.rpartition(":")
+    if not sep or not module_name or not name:
+        raise CliError(f"expected MODULE:CLASS or FILE.py:CLASS, got {target!r}")
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name)
+        if not path.is_file():
+            raise CliError(f"{path}: no such file")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001 - the user's module: report, do not crash
+            raise CliError(f"{path}: importing it raised {type(err).__name__}: {err}") from None
+    else:
+        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))  # as `python -m` would
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            raise CliError(f"cannot import {module_name!r}: {err}") from None
+        except Exception as err:  # noqa: BLE001
+            raise CliError(
+                f"importing {module_name!r} raised {type(err).__name__}: {err}"
+            ) from None
+    cls = getattr(module, name, None)
+    if not inspect.isclass(cls):
+        raise CliError(f"{module_name} has no class {name!r}")
+    return cls
+
+
+def _factory(cls: type):
+    takes_seed = "seed" in inspect.signature(cls).parameters
+    return lambda seed: cls(seed=seed) if takes_seed else cls()
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from agents.base import BuyerPolicy, SellerPolicy
+    from agents.conformance import CONFIGS, check_buyer, check_seller
+    from arena.config import load_market_file
+
+    cls = load_class(args.target)
+    if issubclass(cls, SellerPolicy):
+        side, check = "seller", check_seller
+    elif issubclass(cls, BuyerPolicy):
+        side, check = "buyer", check_buyer
+    else:
+        raise CliError(
+            f"{cls.__name__} is neither a SellerPolicy nor a BuyerPolicy (agents.base); "
+            "subclass one of them"
+        )
+    configs = (load_market_file(args.market),) if args.market else CONFIGS
+    factory = _factory(cls)
+    try:
+        factory(args.seed)
+    except Exception as err:  # noqa: BLE001 - the user's class: report, do not crash
+        problems = [f"cannot build it: {type(err).__name__}: {err}"]
+    else:
+        try:
+            problems = check(
+                factory,
+                markets=args.markets,
+                seed=args.seed,
+                strict=not args.lenient,
+                configs=configs,
+            )
+        except Exception as err:  # noqa: BLE001
+            problems = [f"raised {type(err).__name__}: {err}"]
+    where = f"{len(configs)} config{'s' if len(configs) > 1 else ''}"
+    if not problems:
+        print(
+            f"{cls.__name__} ({side}) conforms on {where}: well-formed actions, no rule "
+            "violations, the same game for the same seed, batch invariance, per-row restarts."
+        )
+        return 0
+    count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
+    print(f"{cls.__name__} ({side}) does not conform ({count} on {where}):")
+    for p in problems:
+        print(f"  - {p}")
+    return 1
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="run the conformance check on a policy class (MODULE:CLASS)",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    p.add_argument("target", metavar="MODULE:CLASS", help="e.g. my_agents:MySeller or f.py:C")
+    p.add_argument("--market", metavar="FILE.toml", help="check on this [market] config only")
+    p.add_argument("--markets", type=pos_int, default=12, help="markets per config (12)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed (0)")
+    p.add_argument(
+        "--lenient", action="store_true", help="do not count rule violations as problems"
+    )
+    p.set_defaults(func=cmd_check)

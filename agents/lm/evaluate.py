@@ -24,7 +24,7 @@ import numpy as np
 
 from agents import registry
 from agents.evaluate import mean_ci, play_markets
-from agents.lm.policy import LMSeller
+from agents.lm.policy import POLICY_FILE, LMSeller, from_directory
 from arena.config import MarketConfig
 
 
@@ -63,6 +63,10 @@ def evaluate(
         return out, time.perf_counter() - t0
 
     def lm(path: str) -> LMSeller:
+        # A trained directory says how it plays (its policy.json: the analyst's short list,
+        # the prompt budget); a bare model directory plays with LMSeller's defaults.
+        if (Path(path) / POLICY_FILE).exists():
+            return from_directory(path, seed=seed, temperature=temperature, device=device)
         return LMSeller(path=path, seed=seed, temperature=temperature, device=device)
 
     got, wall = run(lm(model))

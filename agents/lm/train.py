@@ -389,17 +389,28 @@ def policy_params(cfg: LMTrainConfig) -> dict:
             "max_prompt_tokens": cfg.max_prompt_tokens, "temperature": 0.0}  # fmt: skip
 
 
-def _encode(tokenizer, records: list[dict], max_prompt_tokens: int) -> list[tuple]:
+def _encode(
+    tokenizer, records: list[dict], max_prompt_tokens: int, max_new_tokens: int | None = None
+) -> list[tuple]:
     from agents.lm.generate import encode_prompts
 
     prompts = [r["prompt"] for r in records]
     heads = [p.find("\nConversation") for p in prompts]
     ids = encode_prompts(tokenizer, prompts, max_prompt_tokens, heads)
     eos = tokenizer.eos_token_id
-    return [
+    examples = [
         (p, tokenizer(r["completion"], add_special_tokens=False)["input_ids"] + [eos])
         for p, r in zip(ids, records, strict=True)
     ]
+    longest = max((len(c) for _, c in examples), default=0)
+    if max_new_tokens is not None and longest > max_new_tokens:
+        # The model could never finish the teacher's messages: every one would be cut
+        # short and count as a violation.
+        raise ValueError(
+            f"the teacher's messages take up to {longest} tokens with the end-of-text token; "
+            f"max_new_tokens is {max_new_tokens}"
+        )
+    return examples
 
 
 def _sft_step(model, opt, examples, cfg: LMTrainConfig, pad: int, device: str) -> float:
@@ -554,7 +565,7 @@ def train(
     teacher = registry.make(cfg.teacher, "seller", seed=cfg.seed)
     buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
     records = _teacher_examples(cfg, teacher, buyers)
-    examples = _encode(tokenizer, records, cfg.max_prompt_tokens)
+    examples = _encode(tokenizer, records, cfg.max_prompt_tokens, cfg.max_new_tokens)
     per_epoch = -(-len(examples) // cfg.sft.batch)
     sft_steps = per_epoch * cfg.sft.epochs
     bar = tqdm(total=sft_steps + cfg.grpo.steps, disable=not progress, desc="train", unit="step")

@@ -28,7 +28,9 @@ One file, top to bottom (``train``):
    gradient step per batch of episodes (on-policy, so no ratio or clipping is needed).
 4. **Outputs.** ``OUT/final`` (the trained model, safetensors + JSON, with a
    ``policy.json`` naming its entry ``name`` and the parameters it plays with, greedy
-   decoding: any command takes the directory wherever it takes an entry name), ``OUT/curve.csv`` and ``OUT/curve.png`` (the learning curve),
+   decoding: ``agents.lm.policy.from_directory`` and ``agents.lm.evaluate`` play it as
+   trained; the registry does not take language-model directories yet),
+   ``OUT/curve.csv`` and ``OUT/curve.png`` (the learning curve),
    ``OUT/train_config.json``. ``OUT/latest`` holds the model, the optimizer state
    (safetensors + JSON) and the stage and step reached after every step, so a run
    stopped at any moment resumes from there (``resume=True``) and ends as an

@@ -129,6 +129,10 @@ def test_narrate_and_parse_round_trip():
     text = narrate(2, 1, 47.5, 0)
     action, _ = seller_action([text])
     assert (action.to[0], action.product[0], action.price[0]) == (2, 1, 47.5)
+    assert "OFFER: product 1 at 47.50\n" in text  # every price in one shape: two decimals
+    for price in (80.0, 9.5, 100.0, 61.234, 0.0):
+        action, _ = seller_action([narrate(0, 0, price, 0)])
+        assert not action.malformed[0] and action.price[0] == round(price, 2)
     assert "1st choice" in text
     assert "my own move" in narrate(0, 0, 10.0, -1)
     with pytest.raises(ValueError):

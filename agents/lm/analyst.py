@@ -8,15 +8,15 @@ nor any higher one) and standing bids. Private values never enter it. The best o
 written last, just above the cue, where the model writes its message::
 
     Analyst's short list (public information only; best last):
-    3rd: buyer 4, product 0 at 61.1, expected margin 20.3
-    2nd: buyer 5, product 2 at 70.1, expected margin 28.4
+    3rd: buyer 4, product 0 at 61.10, expected margin 20.3
+    2nd: buyer 5, product 2 at 70.00, expected margin 28.4
     1st: buyer 0, product 2 at 73.14, expected margin 31.2
 
 The analyst remembers refusals per batch row (as the greedy matcher does), so it is reset
 and restarted with the policy that holds it, and asked once per turn for every row.
 ``narrate`` writes a teacher's move as the message the model learns to write: the THINK
 line names the analyst's rank of the move (or says it is the teacher's own), then TO,
-OFFER and a short SAY.
+OFFER (its price with two decimals, as the list writes it: ``cents``) and a short SAY.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class ShortList:
                 break
             lines.append(
                 f"{RANKS[k]}: buyer {int(self.buyer[b, k])}, product {int(self.product[b, k])} "
-                f"at {num(self.price[b, k])}, expected margin {num(self.margin[b, k], 1)}"
+                f"at {cents(self.price[b, k])}, expected margin {num(self.margin[b, k], 1)}"
             )
         if not lines:
             return ""
@@ -112,11 +112,24 @@ class Analyst:
         return ShortList(*out)
 
 
+def cents(price: float) -> str:
+    """A price with exactly two decimals (``80.00``, ``9.50``), in the short list and in the
+    narrated messages alike: one shape for every price is easier to copy than the views'
+    shortest form (``80``, ``61.3``, ``61.23``), which a tiny model gets wrong on the rarer
+    shapes. The protocol reads both forms as the same price."""
+    return f"{round(float(price), 2):.2f}"
+
+
 def narrate(to: int, product: int, price: float, rank: int) -> str:
-    """A move as the four-part message the model learns to write."""
+    """A move as the four-part message the model learns to write (the canonical rendering,
+    the price written with two decimals: ``cents``)."""
     think = f"the analyst's {RANKS[rank]} choice" if rank >= 0 else OWN
     offer = None if product < 0 else Offer(int(product), float(num(price)))
-    return render(SellerMessage(to=int(to), offer=offer, say=SAY, think=think))
+    text = render(SellerMessage(to=int(to), offer=offer, say=SAY, think=think))
+    if offer is None:
+        return text
+    line = f"OFFER: product {offer.product} at "
+    return text.replace(f"{line}{num(offer.price)}\n", f"{line}{cents(offer.price)}\n", 1)
 
 
 @dataclass(eq=False)

@@ -108,7 +108,10 @@ class Analyst:
         out = [buyer, product, np.where(open_, chosen, np.nan), np.where(open_, top_value, np.nan)]
         if pad:
             fill = [-1, -1, np.nan, np.nan]
-            out = [np.pad(a, ((0, 0), (0, pad)), constant_values=f) for a, f in zip(out, fill, strict=True)]
+            out = [
+                np.pad(a, ((0, 0), (0, pad)), constant_values=f)
+                for a, f in zip(out, fill, strict=True)
+            ]
         return ShortList(*out)
 
 

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.lm.analyst import Analyst
 from agents.lm.generate import SamplingKeys, encode_prompts, generate
 from agents.lm.model import load
-from agents.lm.analyst import Analyst
 from agents.lm.prompts import prompt, seller_prompt
 from agents.text import buyer_action, seller_action
 from arena.observation import BuyerObs, SellerObs
@@ -187,14 +187,19 @@ def check_policy_file(data: Any, where: str) -> dict[str, Any]:
     if data["kind"] != AGENT:
         raise ValueError(f"{where}: a language-model policy is an agent")
     name = data["name"]
-    if not isinstance(name, str) or not name or any(c in name for c in "|#/\\,:= ") or (
-        name.startswith(".")
+    if (
+        not isinstance(name, str)
+        or not name
+        or any(c in name for c in "|#/\\,:= ")
+        or (name.startswith("."))
     ):
         raise ValueError(f"{where}: bad entry name {name!r}")
     params = data["params"]
     allowed = {f for f in POLICY_CLASSES[cls][1].__dataclass_fields__} - _NOT_PARAMS
-    if not isinstance(params, dict) or (unknown := sorted(set(params) - allowed)):
-        raise ValueError(f"{where}: unknown or bad params {params!r}; known: {sorted(allowed)}")
+    if not isinstance(params, dict):
+        raise ValueError(f"{where}: params must be a table, got {params!r}")
+    if unknown := sorted(set(params) - allowed):
+        raise ValueError(f"{where}: unknown params {unknown}; known: {sorted(allowed)}")
     return data
 
 

@@ -66,8 +66,8 @@ from safetensors.torch import load_file, save_file
 
 from agents import registry
 from agents.env import SellerEnv
-from agents.lm.model import TinyModelConfig, build_tiny, load
 from agents.lm.analyst import Analyst, NarratedTeacher
+from agents.lm.model import TinyModelConfig, build_tiny, load
 from agents.lm.policy import LMSeller, policy_file, write_policy_file
 from agents.lm.transcripts import teacher_records
 from agents.rollout import play_batch

@@ -24,16 +24,20 @@ import numpy as np
 
 from agents import registry
 from agents.evaluate import mean_ci, play_markets
-from agents.lm.policy import LMSeller
+from agents.lm.policy import POLICY_FILE, LMSeller, from_directory
 from arena.config import MarketConfig
 
 
 def load_market(spec: str) -> MarketConfig:
-    """``FILE`` with a [market] table, or ``FILE:NAME`` for [markets.NAME] of a spec."""
+    """``FILE`` with a [market] table, or ``FILE:NAME`` for [configs.NAME] of a spec."""
     path, _, name = spec.partition(":")
     data = tomllib.loads(Path(path).read_text())
-    table = data["markets"][name] if name else data["market"]
-    return MarketConfig.from_dict(table)
+    if not name:
+        return MarketConfig.from_dict(data["market"])
+    tables = data.get("configs", data.get("markets", {}))  # [markets.NAME]: older specs
+    if name not in tables:
+        raise ValueError(f"{path}: no [configs.{name}] table")
+    return MarketConfig.from_dict(tables[name])
 
 
 def evaluate(
@@ -59,6 +63,10 @@ def evaluate(
         return out, time.perf_counter() - t0
 
     def lm(path: str) -> LMSeller:
+        # A trained directory says how it plays (its policy.json: the analyst's short list,
+        # the prompt budget); a bare model directory plays with LMSeller's defaults.
+        if (Path(path) / POLICY_FILE).exists():
+            return from_directory(path, seed=seed, temperature=temperature, device=device)
         return LMSeller(path=path, seed=seed, temperature=temperature, device=device)
 
     got, wall = run(lm(model))

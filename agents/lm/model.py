@@ -4,7 +4,8 @@
 
 1. a corpus of protocol text: scripted sellers and buyers play a few market configs with
    the dialogue on, and every view each side was shown and every message it wrote is
-   kept (``arena.text`` renders them, so the tokenizer sees exactly what models read);
+   kept (``arena.text`` renders them, so the tokenizer sees exactly what models read),
+   with the seller prompts that carry the analyst's short list (``agents.lm.analyst``);
 2. a byte-level BPE tokenizer trained on it (``tokenizers``), digits always split one
    by one so that prices are spelled digit by digit, with ``<pad>`` and ``<eos>``;
 3. a small Llama (``TinyModelConfig``: 2 layers, 96 wide by default) initialised from a
@@ -86,6 +87,7 @@ CORPUS_CONFIGS = (
 
 def corpus(markets: int = 24, seed: int = 0) -> list[str]:
     """Protocol text: every view and every message of scripted play on a few configs."""
+    from agents.lm.analyst import NarratedTeacher
     from agents.scripted.buyers import Haggler, NoisyHuman, Truthful
     from agents.scripted.sellers import DescendingOffers, GreedyMatcher, PricingBandit
 
@@ -101,6 +103,9 @@ def corpus(markets: int = 24, seed: int = 0) -> list[str]:
                     texts += [rec.seller_prompt, rec.seller_text]
                     if rec.buyer_prompt:
                         texts += [rec.buyer_prompt, rec.buyer_text]
+        narrated = NarratedTeacher(GreedyMatcher())
+        play_batch(generate_batch(cfg, seed + c, markets), narrated, Truthful())
+        texts += [t for r in narrated.records for t in (r["prompt"], r["completion"])]
     return texts
 
 

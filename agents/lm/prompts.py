@@ -3,6 +3,11 @@
 A local model reads ``prompt(obs, b)``: the side's view of market ``b`` (``arena.text``)
 followed by a cue line, and writes the four-part message, then its end-of-text token. A
 chat model gets ``SYSTEM[side]`` as the system message and the view as the user message.
+
+The seller's prompt includes an analyst's short list computed from public information
+(``seller_prompt``; ``agents.lm.analyst``): the full view, then the few best (buyer,
+product, price) offers by expected margin from the public signals, costs, stock and the
+refusals so far, the best last, just above the cue. It never includes private values.
 """
 
 from __future__ import annotations
@@ -46,8 +51,16 @@ def side_of(obs: SellerObs | BuyerObs) -> str:
 
 
 def prompt(obs: SellerObs | BuyerObs, b: int) -> str:
-    """The text a local model continues for market ``b``."""
+    """The text a local model continues for market ``b`` (the view alone)."""
     return f"{obs.text(b)}\n{CUE[side_of(obs)]}\n"
+
+
+def seller_prompt(obs: SellerObs, b: int, note: str) -> str:
+    """A seller's prompt for market ``b``: the view, the analyst's ``note`` (when there is
+    one: ``agents.lm.analyst``), the cue."""
+    if not note:
+        return prompt(obs, b)
+    return f"{obs.text(b)}\n{note}\n{CUE['seller']}\n"
 
 
 def chat_messages(obs: SellerObs | BuyerObs, b: int) -> list[dict[str, str]]:

@@ -6,9 +6,12 @@ One file, top to bottom (``train``):
    from ``[model]`` (``agents.lm.model.build_tiny``) into ``OUT/base``.
 2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``, or the
    trained ``rl_seller``) plays ``sft.markets`` markets against the
-   buyers with prompts kept (``agents.lm.transcripts``); the model learns to write the
-   teacher's messages: cross-entropy on the completion tokens and the end-of-text token,
-   ``sft.epochs`` passes in seeded order. Saved as ``OUT/sft``.
+   buyers; every turn keeps the prompt the model will see (the view and, with
+   ``analyst`` > 0, the analyst's short list: ``agents.lm.analyst``) and the teacher's
+   move written as a message (its THINK names the analyst's rank of the move, or says
+   it is the teacher's own). The model learns to write those messages: cross-entropy on
+   the completion tokens and the end-of-text token, ``sft.epochs`` passes in seeded
+   order. Saved as ``OUT/sft``.
 3. **Stage two, GRPO.** Each step draws ``grpo.groups`` fresh market instances and plays
    every one ``grpo.group_size`` times (G complete episodes of the same market, the
    model sampling with a different salt per member). An episode's reward is the
@@ -23,8 +26,11 @@ One file, top to bottom (``train``):
 
    with the warm-started model as pi_ref (the k3 estimator of KL(pi || pi_ref)). One
    gradient step per batch of episodes (on-policy, so no ratio or clipping is needed).
-4. **Outputs.** ``OUT/final`` (the trained model, safetensors + JSON, loadable by
-   ``LMSeller(path=...)``), ``OUT/curve.csv`` and ``OUT/curve.png`` (the learning curve),
+4. **Outputs.** ``OUT/final`` (the trained model, safetensors + JSON, with a
+   ``policy.json`` naming its entry ``name`` and the parameters it plays with, greedy
+   decoding: ``agents.lm.policy.from_directory`` and ``agents.lm.evaluate`` play it as
+   trained; the registry does not take language-model directories yet),
+   ``OUT/curve.csv`` and ``OUT/curve.png`` (the learning curve),
    ``OUT/train_config.json``. ``OUT/latest`` holds the model, the optimizer state
    (safetensors + JSON) and the stage and step reached after every step, so a run
    stopped at any moment resumes from there (``resume=True``) and ends as an
@@ -60,11 +66,13 @@ from safetensors.torch import load_file, save_file
 
 from agents import registry
 from agents.env import SellerEnv
+from agents.lm.analyst import Analyst, NarratedTeacher
 from agents.lm.model import TinyModelConfig, build_tiny, load
-from agents.lm.policy import LMSeller
+from agents.lm.policy import LMSeller, policy_file, write_policy_file
 from agents.lm.transcripts import teacher_records
+from agents.rollout import play_batch
 from arena.config import MarketConfig, load_market_file
-from arena.generator import generate_keyed_batch
+from arena.generator import generate_batch, generate_keyed_batch
 from arena.rewards import VIOLATION_PENALTY
 
 POLICY_CLASSES = ("LMSeller",)
@@ -125,6 +133,10 @@ class LMTrainConfig:
     """Buyer entry or population (``agents.registry.make_buyers``) played against."""
     teacher: str = "greedy_matcher"
     """Registry name of the seller imitated in stage one."""
+    name: str = "lm_seller"
+    """Entry name the trained model plays under (its policy.json)."""
+    analyst: int = 3
+    """Offers on the analyst's short list in each prompt (0: the view alone)."""
     threads: int = 1
     """torch CPU threads (one is fastest on a shared machine)."""
     max_new_tokens: int = 64
@@ -154,6 +166,9 @@ class LMTrainConfig:
         for ok, what in checks:
             if not ok:
                 raise ValueError(f"bad {what} settings")
+        if not 0 <= self.analyst <= 9:
+            raise ValueError("analyst: 0 (no short list) to 9 offers")
+        policy_file(self.policy, self.name, {})  # a bad entry name fails now, not at the end
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: Path | None = None) -> LMTrainConfig:
@@ -360,17 +375,44 @@ def _checkpoint(out: Path, model, tokenizer, opt, stage: str, step: int, extra: 
 # --------------------------------------------------------------------------- stages
 
 
-def _encode(tokenizer, records: list[dict], max_prompt_tokens: int) -> list[tuple]:
+def _teacher_examples(cfg: LMTrainConfig, teacher, buyers) -> list[dict]:
+    """Stage one's records: (prompt, completion) of every teacher message."""
+    if cfg.analyst == 0:
+        return teacher_records(cfg.market, teacher, buyers, cfg.sft.markets, cfg.seed)
+    narrated = NarratedTeacher(teacher, Analyst(cfg.analyst))
+    play_batch(generate_batch(cfg.market, cfg.seed, cfg.sft.markets), narrated, buyers)
+    return narrated.records
+
+
+def policy_params(cfg: LMTrainConfig) -> dict:
+    """What a trained model plays with (its policy.json): greedy decoding, the prompt it
+    was trained on."""
+    return {"analyst": cfg.analyst, "max_new_tokens": cfg.max_new_tokens,
+            "max_prompt_tokens": cfg.max_prompt_tokens, "temperature": 0.0}  # fmt: skip
+
+
+def _encode(
+    tokenizer, records: list[dict], max_prompt_tokens: int, max_new_tokens: int | None = None
+) -> list[tuple]:
     from agents.lm.generate import encode_prompts
 
     prompts = [r["prompt"] for r in records]
     heads = [p.find("\nConversation") for p in prompts]
     ids = encode_prompts(tokenizer, prompts, max_prompt_tokens, heads)
     eos = tokenizer.eos_token_id
-    return [
+    examples = [
         (p, tokenizer(r["completion"], add_special_tokens=False)["input_ids"] + [eos])
         for p, r in zip(ids, records, strict=True)
     ]
+    longest = max((len(c) for _, c in examples), default=0)
+    if max_new_tokens is not None and longest > max_new_tokens:
+        # The model could never finish the teacher's messages: every one would be cut
+        # short and count as a violation.
+        raise ValueError(
+            f"the teacher's messages take up to {longest} tokens with the end-of-text token; "
+            f"max_new_tokens is {max_new_tokens}"
+        )
+    return examples
 
 
 def _sft_step(model, opt, examples, cfg: LMTrainConfig, pad: int, device: str) -> float:
@@ -406,6 +448,7 @@ def _play_groups(model, tokenizer, cfg: LMTrainConfig, step: int, device: str) -
         temperature=cfg.grpo.temperature,
         max_new_tokens=cfg.max_new_tokens,
         max_prompt_tokens=cfg.max_prompt_tokens,
+        analyst=cfg.analyst,
         device=device,
     )
     seller.salt = np.tile(np.arange(g), n)
@@ -523,8 +566,8 @@ def train(
     # --- stage one: supervised warm start
     teacher = registry.make(cfg.teacher, "seller", seed=cfg.seed)
     buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
-    records = teacher_records(cfg.market, teacher, buyers, cfg.sft.markets, cfg.seed)
-    examples = _encode(tokenizer, records, cfg.max_prompt_tokens)
+    records = _teacher_examples(cfg, teacher, buyers)
+    examples = _encode(tokenizer, records, cfg.max_prompt_tokens, cfg.max_new_tokens)
     per_epoch = -(-len(examples) // cfg.sft.batch)
     sft_steps = per_epoch * cfg.sft.epochs
     bar = tqdm(total=sft_steps + cfg.grpo.steps, disable=not progress, desc="train", unit="step")
@@ -543,6 +586,7 @@ def train(
             bar.update(1)
             bar.set_postfix(stage="sft", loss=f"{loss:.3f}")
         tmp = _save_model(model, tokenizer, out / "sft")
+        write_policy_file(tmp, cfg.policy, cfg.name + "_warm", policy_params(cfg))
         _commit(tmp, out / "sft")
         position = {"stage": "grpo", "step": 0}
         opt = torch.optim.Adam(model.parameters(), lr=cfg.grpo.lr)
@@ -579,6 +623,7 @@ def train(
     bar.close()
 
     tmp = _save_model(model, tokenizer, out / "final")
+    write_policy_file(tmp, cfg.policy, cfg.name, policy_params(cfg))
     _commit(tmp, out / "final")
     curve.plot(out / "curve.png")
     return out / "final"

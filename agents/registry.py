@@ -379,3 +379,24 @@ for _name, _side, _kind, _text in _SHIPPED:
                     _text + " Chooses per market whether to disclose (its learned head).",
                     source=str(SHIPPED / _name),
                 )  # fmt: skip
+
+# ---------------------------------------------------------------------- shipped language model
+SHIPPED_LM = Path(__file__).resolve().parent / "lm" / "checkpoints"
+
+
+def _lm_seller(seed: int = 0, device: str = "cpu", threads: int = 0,
+               _path: Path = SHIPPED_LM / "lm_seller"):  # fmt: skip
+    """The shipped language-model seller, as its directory's policy.json says it plays
+    (torch and transformers are imported only here, when it is first built)."""
+    from agents.lm.policy import from_directory
+
+    return from_directory(_path, seed=seed, device=device, threads=threads)
+
+
+if (SHIPPED_LM / "lm_seller" / "policy.json").is_file():
+    register(Entry(
+        "lm_seller", "seller", AGENT, _lm_seller, {},
+        "Language-model seller (agents/lm/configs/seller.toml): the tiny default model, "
+        "warm-started on the greedy matcher, then GRPO; reads the analyst's short list.",
+        hosting="actor", source=str(SHIPPED_LM / "lm_seller"),
+    ))  # fmt: skip

@@ -1,0 +1,85 @@
+"""The shipped language-model seller: registered by name, hosted in its own actor, playing
+the retail config without violations, recorded with the config that reproduces it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents import registry
+from agents.evaluate import play_markets
+from arena.config import MarketConfig
+from tournaments.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "agents" / "lm" / "checkpoints" / "lm_seller"
+RETAIL = dict(load_spec(str(ROOT / "tournaments" / "specs" / "default.toml")).configs)["retail"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_lm_seller_is_registered_hosted_and_reproducible_from_its_config():
+    from agents.lm.policy import LMSeller, read_policy_file
+    from agents.lm.train import load_config
+
+    entry = registry.get("lm_seller", "seller")
+    assert entry.kind == "agent" and entry.hosting == "actor"
+    policy = read_policy_file(SHIPPED)
+    assert policy["name"] == "lm_seller" and policy["params"]["analyst"] == 3
+    # The one documented command (agents/lm/configs/seller.toml) is the shipped run's.
+    cfg = load_config(ROOT / "agents" / "lm" / "configs" / "seller.toml")
+    recorded = json.loads((SHIPPED / "train_config.json").read_text())
+    assert json.loads(json.dumps(cfg.to_json())) == recorded
+    seller = registry.make("lm_seller", "seller", seed=0)
+    assert isinstance(seller, LMSeller)
+    assert (seller.analyst, seller.max_prompt_tokens, seller.temperature) == (3, 96, 0.0)
+
+
+def test_lm_seller_plays_retail_markets_without_violations():
+    seller = registry.make("lm_seller", "seller", seed=0)
+    buyers = registry.make_buyers("truthful", seed=0)
+    metrics = play_markets(RETAIL, 0, range(16), seller, buyers, chunk=16)
+    assert np.all(metrics["seller_violations"] == 0)
+    greedy = play_markets(RETAIL, 0, range(16), registry.make("greedy_matcher", "seller"),
+                          registry.make_buyers("truthful", seed=0), chunk=16)  # fmt: skip
+    # Its teacher's level on the same markets (0.99x over 1,000 in the README).
+    assert metrics["profit"].mean() > 0.8 * greedy["profit"].mean()
+
+
+def test_the_lm_spec_hosts_lm_seller_in_its_own_actor():
+    spec = load_spec(str(ROOT / "tournaments" / "specs" / "lm.toml"))
+    assert ("seller", "lm_seller") in spec.hosted_entries()
+    assert dict(spec.configs) == {"retail": RETAIL}
+    assert isinstance(RETAIL, MarketConfig)
+
+
+def test_the_lm_spec_plays_lm_seller_through_its_actor_as_in_process(tmp_path, ray_session):
+    import tomllib
+
+    from tests.test_tournament import records
+    from tournaments.runner import run_tournament
+    from tournaments.spec import spec_from_dict
+
+    data = tomllib.loads((ROOT / "tournaments" / "specs" / "lm.toml").read_text())
+    data["tournament"].update(markets=3, sellers=["lm_seller", "greedy_matcher"],
+                              buyers=["truthful"], reference="greedy_matcher")  # fmt: skip
+    spec = spec_from_dict(data)
+    assert ("seller", "lm_seller") in spec.hosted_entries()
+    run_tournament(spec, tmp_path / "actor", workers=2, progress=False)
+    rec = records(tmp_path / "actor")
+    assert rec.rows == 6 and np.all(rec["seller_violations"] == 0)
+    # The hosted model plays the markets as it does in this process (greedy decoding).
+    mine = rec.take(np.asarray(rec["seller"] == "lm_seller"))
+    here = play_markets(RETAIL, spec.seed, range(3), registry.make("lm_seller", "seller"),
+                        registry.make_buyers("truthful", seed=spec.seed), chunk=3)  # fmt: skip
+    np.testing.assert_allclose(mine["profit"], here["profit"])

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+
 @functools.cache
 def _font():
     """The font that text is drawn in by default (DejaVu Sans), as a FreeType face."""

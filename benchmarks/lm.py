@@ -10,6 +10,7 @@ market, then one gradient step with the KL term) on the same config.
 
     python benchmarks/lm.py                       # the tiny default model, CPU
     python benchmarks/lm.py --json                # ... and a last line of JSON
+    python benchmarks/lm.py --prompt-tokens 96 --new-tokens 64   # lm_seller's budgets
     python benchmarks/lm.py --model PATH --device cuda --threads 0   # a larger local model
 """
 
@@ -49,10 +50,13 @@ def seller_prompts(count: int) -> list[str]:
     return out
 
 
-def time_generation(model, tokenizer, prompts, batch: int, new_tokens: int, device: str):
-    """(tokens/s, messages/s, mean prompt tokens) generating ``prompts`` ``batch`` at a time."""
+def time_generation(
+    model, tokenizer, prompts, batch: int, new_tokens: int, device: str, prompt_tokens: int
+):
+    """(tokens/s, messages/s, mean prompt tokens) generating ``prompts`` ``batch`` at a time,
+    each cut to ``prompt_tokens`` as the policy cuts it (the view's head and its tail)."""
     heads = [p.find("\nConversation") for p in prompts]
-    ids = encode_prompts(tokenizer, prompts, 1536, heads)
+    ids = encode_prompts(tokenizer, prompts, prompt_tokens, heads)
     n = len(ids)
     keys = SamplingKeys(0, np.arange(n, dtype=np.uint64), np.zeros(n, np.int64), np.zeros(n))
     generate(model, tokenizer, ids[:batch], keys.take(np.arange(batch)), max_new_tokens=4)
@@ -76,11 +80,12 @@ def time_generation(model, tokenizer, prompts, batch: int, new_tokens: int, devi
     return tokens / wall, n / wall, float(np.mean([len(x) for x in ids]))
 
 
-def time_grpo(path: Path, steps: int, device: str, new_tokens: int) -> float:
+def time_grpo(path: Path, steps: int, device: str, new_tokens: int, prompt_tokens: int) -> float:
     """Seconds per GRPO step (4 markets x G=4 episodes of the retail config)."""
     cfg = lm_train.LMTrainConfig(
         market=RETAIL,
         max_new_tokens=new_tokens,
+        max_prompt_tokens=prompt_tokens,
         grpo=lm_train.GRPOConfig(steps=steps, group_size=4, groups=4, temperature=1.0),
     )
     model, tokenizer = load(path, device)
@@ -104,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's)")
     parser.add_argument("--messages", type=int, default=128, help="messages per batch size")
     parser.add_argument("--new-tokens", type=int, default=48)
+    parser.add_argument("--prompt-tokens", type=int, default=1536,
+                        help="prompt budget (the shipped lm_seller: 96)")  # fmt: skip
     parser.add_argument("--grpo-steps", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -120,12 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         for batch in (1, 64):
             few = prompts[: min(len(prompts), 16)] if batch == 1 else prompts
             tok_s, msg_s, plen = time_generation(
-                model, tokenizer, few, batch, args.new_tokens, args.device
+                model, tokenizer, few, batch, args.new_tokens, args.device, args.prompt_tokens
             )
             rows.append([batch, len(few), f"{plen:.0f}", f"{tok_s:,.0f}", f"{msg_s:,.2f}"])
             result[f"tokens_per_s_b{batch}"] = round(tok_s, 1)
             result[f"messages_per_s_b{batch}"] = round(msg_s, 3)
-        sec = time_grpo(path, args.grpo_steps, args.device, args.new_tokens)
+        sec = time_grpo(path, args.grpo_steps, args.device, args.new_tokens, args.prompt_tokens)
         result["grpo_s_per_step"] = round(sec, 2)
         result["grpo_steps_per_s"] = round(1.0 / sec, 4)
 

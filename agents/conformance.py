@@ -198,9 +198,14 @@ def _restarts(side: str, factory: Callable, cfg: MarketConfig, seed: int) -> lis
     """Markets played after per-row restarts against markets played alone."""
     policy = factory(seed)
     if side == "seller":
+        # A learner that reads text (a language model) asks the environment for the
+        # dialogue, as play_batch turns it on for either side.
+        text = True if getattr(policy, "reads_text", False) else None
         learner, env = (
             policy,
-            SellerEnv(cfg, RandomBuyer(), _RESTART_ROWS, seed=seed, markets="exact"),
+            SellerEnv(
+                cfg, RandomBuyer(), _RESTART_ROWS, seed=seed, markets="exact", dialogue=text
+            ),  # fmt: skip
         )
     else:
         learner, env = (

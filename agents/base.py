@@ -24,6 +24,18 @@ from arena.observation import BuyerObs, SellerObs
 HUMAN, AGENT = "human", "agent"
 
 
+def is_entry_name(name: object) -> bool:
+    """Whether ``name`` can name an entry read from a file (a checkpoint's or a language
+    model's): a non-empty string with none of the characters that specs, match ids and
+    paths give a meaning (``| # / \\ , : =`` and blanks), not starting with a dot."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and not any(c in name for c in "|#/\\,:= ")
+        and not name.startswith(".")
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class SellerAction:
     """One seller message per market: TO ``to``, OFFER ``product`` at ``price``."""

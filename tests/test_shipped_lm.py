@@ -83,3 +83,27 @@ def test_the_lm_spec_plays_lm_seller_through_its_actor_as_in_process(tmp_path, r
     here = play_markets(RETAIL, spec.seed, range(3), registry.make("lm_seller", "seller"),
                         registry.make_buyers("truthful", seed=spec.seed), chunk=3)  # fmt: skip
     np.testing.assert_allclose(mine["profit"], here["profit"])
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "a/b", "a|b", "a:b", "a,b", "a=b", "a#b", ".x", 3])
+def test_a_name_that_specs_or_paths_would_misread_is_refused_in_both_kinds_of_file(tmp_path, bad):
+    import shutil
+
+    from agents.base import is_entry_name
+    from agents.lm.policy import read_policy_file
+    from agents.rl.checkpoint import CheckpointError, read_checkpoint
+
+    assert not is_entry_name(bad) and is_entry_name("lm_seller+disclosed")
+    lm = tmp_path / "lm"
+    shutil.copytree(SHIPPED, lm)
+    data = json.loads((lm / "policy.json").read_text())
+    (lm / "policy.json").write_text(json.dumps({**data, "name": bad}))
+    with pytest.raises(ValueError, match="bad entry name"):
+        read_policy_file(lm)
+    rl = tmp_path / "rl"
+    shutil.copytree(ROOT / "agents" / "rl" / "checkpoints" / "rl_seller", rl)
+    config = json.loads((rl / "config.json").read_text())
+    config["policy"]["name"] = bad
+    (rl / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="bad policy name"):
+        read_checkpoint(rl)

@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.base import (
+    AGENT,
+    BuyerAction,
+    BuyerPolicy,
+    SellerAction,
+    SellerPolicy,
+    is_entry_name,
+)
 from agents.lm.analyst import Analyst
 from agents.lm.generate import SamplingKeys, encode_prompts, generate
 from agents.lm.model import load
@@ -187,12 +194,7 @@ def check_policy_file(data: Any, where: str) -> dict[str, Any]:
     if data["kind"] != AGENT:
         raise ValueError(f"{where}: a language-model policy is an agent")
     name = data["name"]
-    if (
-        not isinstance(name, str)
-        or not name
-        or any(c in name for c in "|#/\\,:= ")
-        or (name.startswith("."))
-    ):
+    if not is_entry_name(name):
         raise ValueError(f"{where}: bad entry name {name!r}")
     params = data["params"]
     allowed = {f for f in POLICY_CLASSES[cls][1].__dataclass_fields__} - _NOT_PARAMS

@@ -37,6 +37,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from agents.base import is_entry_name
 from agents.rl.fixed import FixedMLP, FixedMLPConfig, FixedSizeSeller
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
 from agents.rl.policies import RLBuyer, RLSeller
@@ -169,12 +170,7 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     if policy["side"] != POLICY_CLASSES[cls][3]:
         raise CheckpointError(f"{where}: a {cls} plays the {POLICY_CLASSES[cls][3]} side")
     name = policy["name"]
-    if (
-        not isinstance(name, str)
-        or not name
-        or any(ch in name for ch in "|#/\\,:=")
-        or name.startswith(".")
-    ):
+    if not is_entry_name(name):
         raise CheckpointError(f"{where}: bad policy name {name!r}")
     if not isinstance(policy["params"], dict) or set(policy["params"]) - _PARAMS[cls]:
         raise CheckpointError(f"{where}: policy params must be among {sorted(_PARAMS[cls])}")

@@ -45,16 +45,6 @@ def mean_ci_rows(x: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.nda
     return mean, lower, upper
 
 
-def mean_rows(x: np.ndarray) -> np.ndarray:
-    """The mean of :func:`mean_ci` (over the finite entries; NaN with none) of every row of a
-    2-D array."""
-    x = np.asarray(x, float)
-    mean = np.full(len(x), np.nan)
-    for rows, v in _finite_by_count(x):
-        mean[rows] = v.mean(axis=1)
-    return mean
-
-
 def _finite_by_count(x: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(rows, their finite entries) for the rows of ``x`` with k finite entries, each k >= 1:
     one contiguous (rows x k) matrix whose rows keep their entries' order, so that a

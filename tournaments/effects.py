@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.stats import mean_ci_rows, mean_rows
+from agents.stats import mean_ci_rows
 from arena.seeding import keyed_sequence
+from tournaments.ratings.bradley_terry import distinct_ints
 from tournaments.ratings.scale import percentile_interval
 from tournaments.records import Records
 
@@ -114,15 +115,6 @@ def bootstrap_mean_ci(
     return float(lo[0]), float(hi[0])
 
 
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` of an integer array, without a sort for small non-negative ones."""
-    if len(values) == 0 or values.min() < 0 or values.max() >= 8 * len(values) + 65536:
-        return np.unique(values)
-    seen = np.zeros(int(values.max()) + 1, bool)
-    seen[values] = True
-    return np.flatnonzero(seen).astype(values.dtype)
-
-
 def _columns(
     rec: Records,
     matches: Sequence[int],
@@ -184,7 +176,7 @@ def disclosure_effect(
                         f"{k[1]} vs {k[2]} on {config}: a market index appears twice under one rule"
                     )
         # The config's instances: every market index any of its pairings played.
-        idx = _distinct(
+        idx = distinct_ints(
             np.concatenate(
                 [rec.market[starts[m] : starts[m + 1]] for k in keys for m in by_rule[k].values()]
             )
@@ -201,8 +193,8 @@ def disclosure_effect(
         n = ok.sum(axis=0).tolist()
         diff, t_lo, t_hi = (v.tolist() for v in mean_ci_rows(d.T))
         # Each side's mean over the markets where the difference is defined.
-        t_mean = mean_rows(np.where(ok, t_vals, np.nan).T).tolist()
-        c_mean = mean_rows(np.where(ok, c_vals, np.nan).T).tolist()
+        t_mean = mean_ci_rows(np.where(ok, t_vals, np.nan).T)[0].tolist()
+        c_mean = mean_ci_rows(np.where(ok, c_vals, np.nan).T)[0].tolist()
         lo, hi = lo.tolist(), hi.tolist()
         c = 0
         for _, seller, buyer in keys:

@@ -114,6 +114,10 @@ def labels(values: Iterable[Hashable] | np.ndarray, n: int, what: str) -> tuple[
         if len(values) != n:
             raise ValueError(f"{what} must have one label per record (got {len(values)}, "
                              f"expected {n})")  # fmt: skip
+        seen = _value_table(values)
+        if seen is not None:  # a value's code: the number of distinct smaller values
+            rank = np.cumsum(seen, dtype=np.int64) - 1
+            return rank[values], int(rank[-1]) + 1
         uniq, codes = np.unique(values, return_inverse=True)
         return codes.astype(np.int64), len(uniq)
     first: dict[Hashable, int] = {}
@@ -128,6 +132,23 @@ def labels(values: Iterable[Hashable] | np.ndarray, n: int, what: str) -> tuple[
     renumber = np.empty(len(found), dtype=np.int64)
     renumber[order] = np.arange(len(found))
     return renumber[codes], len(found)
+
+
+def distinct_ints(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an integer array (market indices, codes), without a sort where the
+    values are small and non-negative."""
+    seen = _value_table(values)
+    return np.unique(values) if seen is None else np.flatnonzero(seen).astype(values.dtype)
+
+
+def _value_table(values: np.ndarray) -> np.ndarray | None:
+    """Which values occur, as a table indexed by value, for small non-negative integers
+    (at most about eight times as many as there are values); None otherwise."""
+    if len(values) == 0 or values.min() < 0 or values.max() >= 8 * len(values) + 65536:
+        return None
+    seen = np.zeros(int(values.max()) + 1, bool)
+    seen[values] = True
+    return seen
 
 
 def fit_theta(t: PairTable, n_players: int, l2: float, x0: np.ndarray | None = None) -> np.ndarray:

@@ -119,7 +119,7 @@ def paired_leaderboard(
         raise ValueError(
             f"entries and values must have equal lengths (got {len(entry_code)}, {len(vals)})"
         )
-    market_code, n_markets = _codes(markets, len(entry_code), "markets")
+    market_code, n_markets = labels(markets, len(entry_code), "markets")
     e = len(players)
     if e == 0:
         return PairedLeaderboard((), ())
@@ -135,7 +135,7 @@ def paired_leaderboard(
     if clusters is None:
         cluster_of_market, n_units = np.arange(n_markets), n_markets
     else:
-        cluster_code, n_units = _codes(clusters, len(entry_code), "clusters")
+        cluster_code, n_units = labels(clusters, len(entry_code), "clusters")
         cluster_of_market = np.zeros(n_markets, np.int64)
         cluster_of_market[market_code] = cluster_code
         if not np.array_equal(cluster_of_market[market_code], cluster_code):
@@ -191,24 +191,6 @@ def paired_leaderboard(
 
 
 _CHUNK_CELLS = 1 << 22  # (pair, market) cells handled at once: a few arrays of ~32 MB
-
-
-def _codes(values: Any, n: int, what: str) -> tuple[np.ndarray, int]:
-    """``labels`` (dense codes in sorted order), without a sort for small non-negative
-    integers: a value's code is the number of distinct smaller values."""
-    if (
-        isinstance(values, np.ndarray)
-        and values.dtype.kind in "iu"
-        and values.ndim == 1
-        and len(values) == n > 0
-    ):
-        low, high = int(values.min()), int(values.max())
-        if low >= 0 and high < 8 * n + 65536:
-            seen = np.zeros(high + 1, bool)
-            seen[values] = True
-            rank = np.cumsum(seen, dtype=np.int64) - 1
-            return rank[values], int(rank[-1]) + 1
-    return labels(values, n, what)
 
 
 def _pair_sums(

@@ -21,6 +21,7 @@ from agents.rl.policies import RLBuyer, RLSeller
 from agents.rl.ppo import gae, train
 from agents.scripted.buyers import Truthful
 from arena.config import MarketConfig
+from arena.engine import BatchedMarket
 from arena.generator import generate_batch
 
 SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
@@ -55,7 +56,6 @@ def test_seller_runs_unchanged_on_any_market_size_and_scale():
 
 
 def test_the_levels_price_from_signal_expert_and_cost():
-    from arena.engine import BatchedMarket
     from arena.prices import cents
 
     s = _seller()
@@ -87,6 +87,85 @@ def test_sampling_explores_and_greedy_does_not():
     g1 = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=1), Truthful())
     g2 = play_markets(SMALL, 0, range(64), RLSeller(s.net, seed=2), Truthful())
     np.testing.assert_array_equal(g1["profit"], g2["profit"])  # greedy ignores it
+
+
+def _random_net(seed: int) -> RLSeller:
+    """A seller whose every weight is drawn (heads included: they start at zero)."""
+    s = RLSeller(hidden=16)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in s.net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return s
+
+
+def test_play_without_gradients_gives_the_training_numbers_to_the_bit():
+    """The net runs in place when no gradient is recorded; on the same operands in the same
+    order, so logits, embeddings and values equal the differentiable pass exactly."""
+    rng = np.random.default_rng(0)
+    for seed in range(24):
+        net = _random_net(seed).net
+        b, n, m = (int(x) for x in rng.integers(1, 9, size=3))
+        f = [
+            torch.from_numpy(rng.normal(size=shape).astype(np.float32))
+            for shape in (
+                (b, n, m, net.cfg.features[0]),
+                (b, n, net.cfg.features[1]),
+                (b, m, net.cfg.features[2]),
+                (b, net.cfg.features[3]),
+            )
+        ]
+        open_ = torch.from_numpy(rng.random((b, n, m)) < 0.7)
+        open_[0] = False  # a row with nothing open
+        with torch.enable_grad():
+            logits, h, value = net(*f, open_)
+        with torch.inference_mode():
+            logits2, h2, value2 = net(*f, open_)
+            logits3, h3, value3 = net(*f, open_, value=False)
+        assert torch.equal(logits, logits2) and torch.equal(h, h2) and torch.equal(value, value2)
+        assert torch.equal(logits, logits3) and value3 is None
+        flat = open_.reshape(b, n * m)
+        assert torch.equal(h[flat], h3[flat])  # the only pairs play reads
+
+
+class _Recording(RLSeller):
+    def act(self, obs):
+        d = self.decide(obs)
+        assert d.logp is not None and d.value is not None and d.expert_pair is not None
+        return d.action
+
+
+def test_play_skips_only_what_a_trainer_reads():
+    for seed in range(6):
+        net = _random_net(seed).net
+        for greedy in (True, False):
+            played = RLSeller(net, seed=seed, greedy=greedy)
+            recorded = _Recording(net, seed=seed, greedy=greedy)
+            a = play_markets(SMALL, seed, range(48), played, Truthful())
+            b = play_markets(SMALL, seed, range(48), recorded, Truthful())
+            for key in ("profit", "buyer_surplus", "seller_violations"):
+                np.testing.assert_array_equal(a[key], b[key])
+    obs = BatchedMarket(generate_batch(SMALL, 0, range(4))).seller_observation()
+    played.reset(4)
+    d = played.decide(obs, record=False)
+    assert d.logp is None and d.value is None and d.expert_pair is None
+
+
+def test_feature_columns_stack_as_float32_like_numpy():
+    from agents.rl.features import _stack
+
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        shape = tuple(int(x) for x in rng.integers(1, 6, size=rng.integers(1, 4)))
+        cols = [
+            rng.normal(size=shape) * 1e3,
+            rng.random(shape) < 0.5,
+            np.broadcast_to(rng.normal(size=shape[-1:]), shape),
+            rng.integers(-5, 5, shape),
+        ]
+        want = np.stack([np.asarray(c, np.float32) for c in cols], axis=-1)
+        got = _stack(cols)
+        assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
 # ---------------------------------------------------------------------- checkpoints

@@ -110,7 +110,12 @@ SELLER_FEATURES = (
 
 
 def _stack(cols: list) -> np.ndarray:
-    return np.stack([np.asarray(x, np.float32) for x in cols], axis=-1)
+    """The columns (arrays of one shape) side by side on a new last axis, as float32:
+    ``np.stack`` of the float32 columns, written in place without the temporaries."""
+    out = np.empty(np.shape(cols[0]) + (len(cols),), np.float32)
+    for k, x in enumerate(cols):
+        out[..., k] = x
+    return out
 
 
 def seller_features(

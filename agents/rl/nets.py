@@ -27,6 +27,20 @@ def _masked_mean(h: torch.Tensor, mask: torch.Tensor, dims: tuple[int, ...]) -> 
     return (h * w).sum(dims) / w.sum(dims).clamp_min(1.0)
 
 
+def _add(a: torch.Tensor, b: torch.Tensor, grad: bool) -> torch.Tensor:
+    """``a + b``, into ``a`` when no gradient is recorded (``a`` a fresh temporary)."""
+    return a + b if grad else a.add_(b)
+
+
+def _relu_masked(h: torch.Tensor, keep: torch.Tensor | None, grad: bool) -> torch.Tensor:
+    """``relu(h) * keep`` (``relu(h)`` for keep None), in place when no gradient is recorded."""
+    if grad:
+        h = torch.relu(h)
+        return h if keep is None else h * keep
+    h = h.relu_()
+    return h if keep is None else h.mul_(keep)
+
+
 @dataclass(frozen=True)
 class SellerNetConfig:
     features: tuple[int, int, int, int]
@@ -74,32 +88,39 @@ class SellerNet(nn.Module):
         product: torch.Tensor,
         market: torch.Tensor,
         open_: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        value: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Features (B, N, M, .), (B, N, .), (B, M, .), (B, .) and open_ (B, N, M) bool ->
         pair logits (B, N*M) (-inf where not open), pair embeddings (B, N*M, H) for the
-        price head, values (B,)."""
+        price head, values (B,) (None when ``value`` is False: greedy play needs none).
+
+        Without gradients (``torch.no_grad``, ``inference_mode``) the full-size steps run
+        in place, on the same operands in the same order, so the numbers are the same to
+        the bit and play allocates half as much (``benchmarks/training.py``)."""
         b, n, m, _ = pair.shape
+        grad = torch.is_grad_enabled()
         keep = open_[..., None].to(pair.dtype)
         count = keep.sum((1, 2)).clamp_min(1.0)  # (B, 1)
         # Small terms are added first, so that only two sums run at full (B, N, M, H) size.
         side = self.embed_buyer(buyer) + self.embed_market(market)[:, None]  # (B, N, H)
-        h1 = torch.relu(
-            self.embed_pair(pair) + (side[:, :, None] + self.embed_product(product)[:, None])
-        )
-        h1 = h1 * keep  # closed pairs out of every mean (and every max below: h >= 0)
+        rest = side[:, :, None] + self.embed_product(product)[:, None]
+        h1 = _relu_masked(_add(self.embed_pair(pair), rest, grad), keep, grad)
+        # Closed pairs are out of every mean (and out of every max below: h >= 0).
         by_buyer = h1.sum(2) / keep.sum(2).clamp_min(1.0)  # (B, N, H)
         by_product = h1.sum(1) / keep.sum(1).clamp_min(1.0)  # (B, M, H)
         whole = h1.sum((1, 2)) / count  # (B, H)
         side = self.mix_buyer(by_buyer) + self.mix_market(whole)[:, None]
-        h2 = torch.relu(
-            self.mix_pair(h1) + (side[:, :, None] + self.mix_product(by_product)[:, None])
-        )
-        h2 = h2 * keep
+        rest = side[:, :, None] + self.mix_product(by_product)[:, None]
+        h2 = _add(self.mix_pair(h1), rest, grad)
+        del rest, h1
+        # Greedy play reads h2 at open pairs only, where the mask is 1: it skips the mask.
+        h2 = _relu_masked(h2, keep if value else None, grad)
         logits = self.pair_head(h2).reshape(b, n * m)
         logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
+        if not value:
+            return logits, h2.reshape(b, n * m, -1), None
         pooled = torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
-        value = self.value_head(pooled)[:, 0]
-        return logits, h2.reshape(b, n * m, -1), value
+        return logits, h2.reshape(b, n * m, -1), self.value_head(pooled)[:, 0]
 
     def price_logits(self, h_pair: torch.Tensor, level_ok: torch.Tensor) -> torch.Tensor:
         """(B, H) embeddings of the chosen pairs, (B, K) allowed levels -> (B, K) logits."""

@@ -125,9 +125,10 @@ class SellerDecision:
     pair: np.ndarray  # (B,) flat pair index i * M + j
     level: np.ndarray  # (B,)
     level_ok: np.ndarray  # (B, K) bool, the allowed levels of the chosen pair
-    logp: np.ndarray  # (B,) log-probability of the choice
-    value: np.ndarray  # (B,)
-    expert_pair: np.ndarray  # (B,) the pair the expert would pick (its price is its level)
+    # What a trainer reads (None when decided with ``record=False``):
+    logp: np.ndarray | None  # (B,) log-probability of the choice
+    value: np.ndarray | None  # (B,)
+    expert_pair: np.ndarray | None  # (B,) the pair the expert would pick (its level: price)
 
 
 class RLSeller(SellerPolicy):
@@ -198,10 +199,14 @@ class RLSeller(SellerPolicy):
         self._expert.restart(rows)
 
     def act(self, obs: SellerObs) -> SellerAction:
-        return self.decide(obs).action
+        return self.decide(obs, record=False).action
 
-    def decide(self, obs: SellerObs, sample: bool | None = None) -> SellerDecision:
-        """The turn's decision; ``sample`` overrides ``greedy`` (trainers sample)."""
+    def decide(
+        self, obs: SellerObs, sample: bool | None = None, record: bool = True
+    ) -> SellerDecision:
+        """The turn's decision; ``sample`` overrides ``greedy`` (trainers sample). Play
+        passes ``record=False``: what only a trainer reads (``logp``, ``value``,
+        ``expert_pair``) is then None and not computed."""
         b, n, m = obs.signals.shape
         if self._mem is None or self._mem.caps.shape != (b, n, m):
             self._mem = SellerMemory.empty(b, n, m)
@@ -215,14 +220,15 @@ class RLSeller(SellerPolicy):
         sample = (not self.greedy) if sample is None else sample
         with torch.inference_mode():
             logits, h, value = self.net(
-                *(_t(a, self.net) for a in x.arrays()), _t(open_net, self.net)
+                *(_t(a, self.net) for a in x.arrays()), _t(open_net, self.net), value=record
             )
             pair = _pick(logits, self._u(obs, _PAIR) if sample else None)
             to, product = pair // m, pair % m
             level_ok = self._level_ok(obs, to, product)
-            plog = self.net.price_logits(h[np.arange(b), pair], _t(level_ok, self.net))
+            chosen = h[torch.arange(b), torch.from_numpy(pair).to(h.device)]
+            plog = self.net.price_logits(chosen, _t(level_ok, self.net))
             level = _pick(plog, self._u(obs, _LEVEL) if sample else None)
-            logp = _logp(logits, pair) + _logp(plog, level)
+            logp = (_logp(logits, pair) + _logp(plog, level)).cpu().numpy() if record else None
         price = self._price(obs, to, product, level)
         return SellerDecision(
             action=SellerAction(to=to, product=product, price=price),
@@ -231,9 +237,9 @@ class RLSeller(SellerPolicy):
             pair=pair,
             level=level,
             level_ok=level_ok,
-            logp=logp.cpu().numpy(),
-            value=value.cpu().numpy(),
-            expert_pair=np.argmax(self._table[0].reshape(b, n * m), axis=1),
+            logp=logp,
+            value=value.cpu().numpy() if record else None,
+            expert_pair=np.argmax(self._table[0].reshape(b, n * m), axis=1) if record else None,
         )
 
     def _u(self, obs: SellerObs, stream: int) -> np.ndarray:

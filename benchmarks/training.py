@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
     shipped = (SHIPPED / "rl_seller").is_dir()
     seller = checkpoint.load(SHIPPED / "rl_seller") if shipped else RLSeller()
     batch = generate_batch(RETAIL, 0, args.markets)
-    _turns_per_s(generate_batch(RETAIL, 1, 64), seller)  # warm-up
+    # Warm-up on other markets of the same size (first touches of memory, and the
+    # network's buffers, are not what a long run pays per turn).
+    _turns_per_s(generate_batch(RETAIL, 1, args.markets), seller)
     rl = statistics.median(_turns_per_s(batch, seller) for _ in range(args.repeats))
     greedy = statistics.median(
         _turns_per_s(batch, registry.make("greedy_matcher", "seller")) for _ in range(args.repeats)

@@ -16,6 +16,7 @@ the chosen product's bid-level logits.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass
 
 import torch
@@ -27,20 +28,6 @@ def _masked_mean(h: torch.Tensor, mask: torch.Tensor, dims: tuple[int, ...]) -> 
     return (h * w).sum(dims) / w.sum(dims).clamp_min(1.0)
 
 
-def _add(a: torch.Tensor, b: torch.Tensor, grad: bool) -> torch.Tensor:
-    """``a + b``, into ``a`` when no gradient is recorded (``a`` a fresh temporary)."""
-    return a + b if grad else a.add_(b)
-
-
-def _relu_masked(h: torch.Tensor, keep: torch.Tensor | None, grad: bool) -> torch.Tensor:
-    """``relu(h) * keep`` (``relu(h)`` for keep None), in place when no gradient is recorded."""
-    if grad:
-        h = torch.relu(h)
-        return h if keep is None else h * keep
-    h = h.relu_()
-    return h if keep is None else h.mul_(keep)
-
-
 @dataclass(frozen=True)
 class SellerNetConfig:
     features: tuple[int, int, int, int]
@@ -48,8 +35,7 @@ class SellerNetConfig:
     levels: int
     """Price levels of the price head (the offsets of the policy plus the bid level)."""
     hidden: int = 48
-    """Width of every layer (at 48 the shipped seller plays 26-30k seller-turns/s greedily
-    at B = 4,096 on 2 cores: ``benchmarks/training.py``)."""
+    """Width of every layer (the cost of play grows with it: ``benchmarks/training.py``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(int(f) for f in self.features))
@@ -80,6 +66,7 @@ class SellerNet(nn.Module):
         for head in (self.pair_head, self.price_head):
             nn.init.zeros_(head.weight)
             nn.init.zeros_(head.bias)
+        self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def forward(
         self,
@@ -94,33 +81,77 @@ class SellerNet(nn.Module):
         pair logits (B, N*M) (-inf where not open), pair embeddings (B, N*M, H) for the
         price head, values (B,) (None when ``value`` is False: greedy play needs none).
 
-        Without gradients (``torch.no_grad``, ``inference_mode``) the full-size steps run
-        in place, on the same operands in the same order, so the numbers are the same to
-        the bit and play allocates half as much (``benchmarks/training.py``)."""
+        Without gradients (``torch.no_grad``, ``inference_mode``) this is ``_play``: the
+        same numbers, to the bit, computed in place."""
+        if not torch.is_grad_enabled():
+            return self._play(pair, buyer, product, market, open_, value)
         b, n, m, _ = pair.shape
-        grad = torch.is_grad_enabled()
         keep = open_[..., None].to(pair.dtype)
         count = keep.sum((1, 2)).clamp_min(1.0)  # (B, 1)
         # Small terms are added first, so that only two sums run at full (B, N, M, H) size.
         side = self.embed_buyer(buyer) + self.embed_market(market)[:, None]  # (B, N, H)
-        rest = side[:, :, None] + self.embed_product(product)[:, None]
-        h1 = _relu_masked(_add(self.embed_pair(pair), rest, grad), keep, grad)
-        # Closed pairs are out of every mean (and out of every max below: h >= 0).
+        h1 = torch.relu(
+            self.embed_pair(pair) + (side[:, :, None] + self.embed_product(product)[:, None])
+        )
+        h1 = h1 * keep  # closed pairs out of every mean (and every max below: h >= 0)
         by_buyer = h1.sum(2) / keep.sum(2).clamp_min(1.0)  # (B, N, H)
         by_product = h1.sum(1) / keep.sum(1).clamp_min(1.0)  # (B, M, H)
         whole = h1.sum((1, 2)) / count  # (B, H)
         side = self.mix_buyer(by_buyer) + self.mix_market(whole)[:, None]
-        rest = side[:, :, None] + self.mix_product(by_product)[:, None]
-        h2 = _add(self.mix_pair(h1), rest, grad)
-        del rest, h1
-        # Greedy play reads h2 at open pairs only, where the mask is 1: it skips the mask.
-        h2 = _relu_masked(h2, keep if value else None, grad)
+        h2 = torch.relu(
+            self.mix_pair(h1) + (side[:, :, None] + self.mix_product(by_product)[:, None])
+        )
+        h2 = h2 * keep
+        logits = self.pair_head(h2).reshape(b, n * m)
+        logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
+        pooled = torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
+        return logits, h2.reshape(b, n * m, -1), self.value_head(pooled)[:, 0]
+
+    def _play(self, pair, buyer, product, market, open_, value: bool):
+        """``forward`` without gradients: the same operations on the same operands in the
+        same order, so the same numbers to the bit (``tests/test_rl.py`` checks it on
+        random nets), but the six full-size (B, N, M, H) temporaries are two buffers
+        reused from call to call (fresh ones cost a page fault per 4 KB: a fifth of the
+        time of greedy play, ``benchmarks/training.py``). ``F.linear`` of a
+        (B, N, M, F) input is ``addmm`` on its (B*N*M, F) view, written here with ``out=``.
+
+        The embeddings returned live in a buffer: read them before the next call."""
+        b, n, m, f = pair.shape
+        full = (b, n, m, self.cfg.hidden)
+        x, y = self._scratch(b * n * m, pair)  # (B*N*M, H) each
+        keep = open_[..., None].to(pair.dtype)
+        count = keep.sum((1, 2)).clamp_min(1.0)
+        side = self.embed_buyer(buyer) + self.embed_market(market)[:, None]
+        e = self.embed_pair
+        h1 = torch.addmm(e.bias, pair.reshape(-1, f), e.weight.t(), out=x).view(full)
+        rest = torch.add(side[:, :, None], self.embed_product(product)[:, None], out=y.view(full))
+        h1.add_(rest).relu_().mul_(keep)
+        by_buyer = h1.sum(2) / keep.sum(2).clamp_min(1.0)
+        by_product = h1.sum(1) / keep.sum(1).clamp_min(1.0)
+        whole = h1.sum((1, 2)) / count
+        side = self.mix_buyer(by_buyer) + self.mix_market(whole)[:, None]
+        e = self.mix_pair
+        h2 = torch.addmm(e.bias, x, e.weight.t(), out=y).view(full)  # h1 is spent after this
+        rest = torch.add(side[:, :, None], self.mix_product(by_product)[:, None], out=x.view(full))
+        h2.add_(rest).relu_()
+        if value:  # greedy play reads h2 at open pairs only, where the mask is 1
+            h2.mul_(keep)
         logits = self.pair_head(h2).reshape(b, n * m)
         logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
         if not value:
-            return logits, h2.reshape(b, n * m, -1), None
+            return logits, h2.view(b, n * m, -1), None
         pooled = torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
-        return logits, h2.reshape(b, n * m, -1), self.value_head(pooled)[:, 0]
+        return logits, h2.view(b, n * m, -1), self.value_head(pooled)[:, 0]
+
+    def _scratch(self, rows: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two (rows, H) buffers of this thread, kept while the size stays the same."""
+        key = threading.get_ident()
+        held = self._workspace.get(key)
+        if held is None or held[0].shape[0] != rows or held[0].device != like.device:
+            shape = (rows, self.cfg.hidden)
+            held = tuple(torch.empty(shape, dtype=like.dtype, device=like.device) for _ in "xy")
+            self._workspace[key] = held
+        return held
 
     def price_logits(self, h_pair: torch.Tensor, level_ok: torch.Tensor) -> torch.Tensor:
         """(B, H) embeddings of the chosen pairs, (B, K) allowed levels -> (B, K) logits."""

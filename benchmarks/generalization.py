@@ -83,6 +83,7 @@ CONFIGS = {
     "noisy": dataclasses.replace(RETAIL, signal_noise=0.5),
 }
 IN_DISTRIBUTION = ("retail", "wholesale")
+PERTURBED = "retail"  # every held-out config is RETAIL with some fields changed
 SELLERS = (
     "rl_seller",
     "greedy_matcher",
@@ -188,10 +189,14 @@ def seller_tables(cells: Cells) -> tuple[list, list, dict]:
 
 
 def capture_check(capture: dict) -> list:
-    """Held-out capture ratio (vs the greedy matcher) against 0.9x the in-distribution one."""
+    """Held-out capture ratio (vs the greedy matcher) against 0.9x the in-distribution one:
+    the issue's check, against the mean of the trained configs' ratios, and beside it the
+    same check against the ratio on retail, the trained config every held-out one
+    perturbs (wholesale's ratio, many times the others, dominates that mean)."""
     out = []
     for buyer, rule in BUYERS:
         base = np.mean([capture[(c, buyer, rule)] for c in IN_DISTRIBUTION])
+        near = capture[(PERTURBED, buyer, rule)]
         for config in CONFIGS:
             if config in IN_DISTRIBUTION:
                 continue
@@ -204,6 +209,9 @@ def capture_check(capture: dict) -> list:
                     f"{base:.3f}",
                     f"{r / base:.3f}",
                     "yes" if r >= 0.9 * base else "NO",
+                    f"{near:.3f}",
+                    f"{r / near:.3f}",
+                    "yes" if r >= 0.9 * near else "NO",
                 ]
             )
     return out
@@ -290,7 +298,17 @@ def main(argv: list[str] | None = None) -> int:
             quality,
         ),
         "capture": (
-            ["config", "buyers", "capture ratio", "in-distribution ratio", "relative", ">= 0.9"],
+            [
+                "config",
+                "buyers",
+                "capture ratio",
+                "in-distribution ratio",
+                "relative",
+                ">= 0.9",
+                "retail ratio",
+                "relative to retail",
+                ">= 0.9 of retail",
+            ],
             capture_check(capture),
         ),
     }

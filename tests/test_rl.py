@@ -129,6 +129,30 @@ def test_play_without_gradients_gives_the_training_numbers_to_the_bit():
         assert torch.equal(h[flat], h3[flat])  # the only pairs play reads
 
 
+def test_play_buffers_follow_the_input_and_stay_out_of_copies():
+    import copy
+    import pickle
+
+    net = _random_net(0).net
+    rng = np.random.default_rng(5)
+    shapes = (
+        (3, 4, 2, net.cfg.features[0]),
+        (3, 4, net.cfg.features[1]),
+        (3, 2, net.cfg.features[2]),
+        (3, net.cfg.features[3]),
+    )
+    f = [torch.from_numpy(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    open_ = torch.ones(3, 4, 2, dtype=torch.bool)
+    with torch.inference_mode():
+        want = net(*f, open_)[0]
+        net.double()
+        got = net(*(x.double() for x in f), open_)[0]  # new dtype: new buffers, no error
+    assert got.dtype == torch.float64 and torch.allclose(got.float(), want, atol=1e-4)
+    assert net._workspace  # play filled them
+    assert copy.deepcopy(net)._workspace == {}
+    assert pickle.loads(pickle.dumps(net))._workspace == {}
+
+
 class _Recording(RLSeller):
     def act(self, obs):
         d = self.decide(obs)

@@ -147,11 +147,21 @@ class SellerNet(nn.Module):
         """Two (rows, H) buffers of this thread, kept while the size stays the same."""
         key = threading.get_ident()
         held = self._workspace.get(key)
-        if held is None or held[0].shape[0] != rows or held[0].device != like.device:
+        if (
+            held is None
+            or held[0].shape[0] != rows
+            or (held[0].dtype, held[0].device) != (like.dtype, like.device)
+        ):
             shape = (rows, self.cfg.hidden)
             held = tuple(torch.empty(shape, dtype=like.dtype, device=like.device) for _ in "xy")
             self._workspace[key] = held
         return held
+
+    def __getstate__(self) -> dict:
+        # Copies and pickles (Ray, deepcopy) leave the buffers behind: they are scratch.
+        state = dict(super().__getstate__())
+        state["_workspace"] = {}
+        return state
 
     def price_logits(self, h_pair: torch.Tensor, level_ok: torch.Tensor) -> torch.Tensor:
         """(B, H) embeddings of the chosen pairs, (B, K) allowed levels -> (B, K) logits."""

@@ -56,6 +56,7 @@ from __future__ import annotations
 import decimal
 import math
 import re
+from collections.abc import Callable
 
 from arena.messages import (
     ALL_TAGS,
@@ -175,15 +176,19 @@ def _render_index(name: str, index: int) -> str:
     return str(index)
 
 
-def _render_offer(offer: Offer | None) -> str:
+def _render_offer(offer: Offer | None, price: Callable[[float], str]) -> str:
     if offer is None:
         return "none"
     product = _render_index("product", offer.product)
-    return f"product {product} at {format_price(offer.price)}"
+    return f"product {product} at {price(offer.price)}"
 
 
-def render(message: SellerMessage | BuyerMessage) -> str:
-    """The canonical four-part text of ``message``.
+def render(
+    message: SellerMessage | BuyerMessage, price: Callable[[float], str] = format_price
+) -> str:
+    """The canonical four-part text of ``message``; ``price`` writes the offer's price
+    (default: the shortest form that parses back to it; a caller may choose another form
+    the parser reads as the same price, such as always two decimals).
 
     Raises ``ProtocolError`` (reason ``unrenderable``) when the message has no text
     form that parses back to it, and ``TypeError`` for anything that is not a message.
@@ -197,7 +202,7 @@ def render(message: SellerMessage | BuyerMessage) -> str:
     parts = [
         ("THINK", _render_text("think", message.think)),
         second,
-        ("OFFER", _render_offer(message.offer)),
+        ("OFFER", _render_offer(message.offer, price)),
         ("SAY", _render_text("say", message.say)),
     ]
     text = "\n".join(f"{tag}: {value}" if value else f"{tag}:" for tag, value in parts)

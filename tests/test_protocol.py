@@ -219,6 +219,18 @@ def test_render_exact_layout() -> None:
     assert render(BuyerMessage("accept")).splitlines()[1:3] == ["DECISION: accept", "OFFER: none"]
 
 
+@FAST
+@given(cents=st.integers(0, 10**9), product=st.integers(0, MAX_INDEX - 1))
+def test_a_price_written_another_way_parses_to_the_same_message(cents: int, product: int) -> None:
+    """``render(..., price=...)``: two decimals always, as the language-model teacher
+    writes prices; the parser reads the same message."""
+    message = SellerMessage(1, Offer(product, cents / 100), say="ok")
+    text = render(message, price=lambda p: f"{p:.2f}")
+    assert f"OFFER: product {product} at {cents // 100}.{cents % 100:02d}\n" in text
+    assert parse_seller_message(text) == message
+    assert render(message) == text.replace(f"{cents / 100:.2f}", format_price(cents / 100))
+
+
 def test_messages_strip_outer_whitespace_so_they_render() -> None:
     msg = SellerMessage(0, None, say=" padded ", think="trailing\n")
     assert (msg.say, msg.think) == ("padded", "trailing")

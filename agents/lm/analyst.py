@@ -128,11 +128,7 @@ def narrate(to: int, product: int, price: float, rank: int) -> str:
     the price written with two decimals: ``cents``)."""
     think = f"the analyst's {RANKS[rank]} choice" if rank >= 0 else OWN
     offer = None if product < 0 else Offer(int(product), float(num(price)))
-    text = render(SellerMessage(to=int(to), offer=offer, say=SAY, think=think))
-    if offer is None:
-        return text
-    line = f"OFFER: product {offer.product} at "
-    return text.replace(f"{line}{num(offer.price)}\n", f"{line}{cents(offer.price)}\n", 1)
+    return render(SellerMessage(to=int(to), offer=offer, say=SAY, think=think), price=cents)
 
 
 @dataclass(eq=False)

@@ -1,0 +1,77 @@
+"""benchmarks/generalization.py: its checks count what its tables say, on a tiny run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def gen():
+    spec = importlib.util.spec_from_file_location(
+        "generalization", ROOT / "benchmarks/generalization.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paired_differences_get_a_t_interval(gen):
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(3, 2, 50), rng.normal(2, 2, 50)
+    m, lo, hi = gen._paired(a, b)
+    d = a - b
+    want = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+    assert m == pytest.approx(d.mean()) and (lo, hi) == pytest.approx(want)
+
+
+def test_the_capture_check_compares_with_the_trained_mean_and_with_retail(gen):
+    """Wholesale's large ratio lifts the trained mean so high that retail itself fails the
+    first check; the second compares every held-out market with retail."""
+    ratios = {"retail": 1.0, "wholesale": 3.0, "large": 0.95, "uncorrelated": 0.85}
+    capture = {(c, b, r): ratios.get(c, 1.0) for c in gen.CONFIGS for b, r in gen.BUYERS}
+    rows = gen.capture_check(capture)
+    assert len(rows) == len(gen.CONFIGS) * len(gen.BUYERS)
+    by = {(row[0], row[2]): row for row in rows}
+    retail, large, unc = (
+        by[("retail", "truthful")],
+        by[("large", "truthful")],
+        by[("uncorrelated", "truthful")],
+    )
+    assert retail[1] == "trained" and large[1] == "held out"
+    assert retail[4] == "2.000" and retail[6] == "NO"  # 1.0 < 0.9 x mean(1, 3)
+    assert large[6] == "NO" and large[9] == "yes"  # 0.95 >= 0.9 x 1.0
+    assert unc[9] == "NO"  # 0.85 < 0.9
+    assert gen._ratio(1.0, 0.0) != gen._ratio(1.0, 0.0)  # nan, not a crash
+
+
+def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, capsys, monkeypatch):
+    """The whole script on a cut-down grid (two configs, two buyer settings, four sellers,
+    12 markets a cell): every table, and target lines that count their verdict columns."""
+    monkeypatch.setattr(gen, "CONFIGS", {"retail": gen.RETAIL, "noisy": gen.CONFIGS["noisy"]})
+    monkeypatch.setattr(gen, "IN_DISTRIBUTION", ("retail",))
+    monkeypatch.setattr(gen, "BUYERS", (("truthful", "hidden"), (gen.MIXED, "mandatory")))
+    monkeypatch.setattr(gen, "SCRIPTED_BUYERS", ("truthful", "strategic"))
+    monkeypatch.setattr(gen, "SELLERS", ("rl_seller", "greedy_matcher", "posted_price", "oracle"))
+    out = tmp_path / "gen.json"
+    assert gen.main(["--markets", "12", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    tables = json.loads(out.read_text())
+    cells = len(gen.CONFIGS) * len(gen.BUYERS)
+    assert len(tables["profit"]["rows"]) == len(tables["quality"]["rows"]) == cells
+    yes = sum(row[-1] == "yes" for row in tables["profit"]["rows"])
+    assert f"beats every scripted seller (paired CI above 0) in {yes} of {cells} cells" in printed
+    held_out = (len(gen.CONFIGS) - len(gen.IN_DISTRIBUTION)) * len(gen.BUYERS)
+    capture = tables["capture"]
+    k = capture["header"].index(">= 0.9 of retail")
+    near = sum(r[k] == "yes" for r in capture["rows"] if r[1] == "held out")
+    assert f"the ratio on retail in {near} of {held_out} cells" in printed
+    assert tables["targets"][0].startswith("rl_seller beats every scripted seller")
+    assert len(tables["buyer"]["rows"]) == len(gen.CONFIGS)

@@ -260,15 +260,35 @@ def buyer_table(cells: Cells) -> list:
 
 
 def seed_spread(cells: Cells, runs: list[str]) -> list:
-    rows = []
+    """Mean in-distribution profit of the shipped seller and of each run's checkpoint,
+    with its training seed and iterations (from its config.json), and the spread across
+    seeds among runs of the same iterations (a shorter budget is not another seed)."""
+    rows, by_budget = [], {}
     for run in ["rl_seller", *runs]:
-        name = run if run == "rl_seller" else str(Path(run).resolve())
-        profits = [
-            np.mean(cells.get(name, b, r, c)["profit"]) for c in IN_DISTRIBUTION for b, r in BUYERS
-        ]
-        rows.append([run, f"{np.mean(profits):.2f}"])
-    vals = [float(r[1]) for r in rows]
-    rows.append(["spread (max - min)", f"{max(vals) - min(vals):.2f}"])
+        path = SHIPPED / "rl_seller" if run == "rl_seller" else Path(run).resolve()
+        name = run if run == "rl_seller" else str(path)
+        training = json.loads((path / "config.json").read_text()).get("training", {})
+        seed, iterations = training.get("seed", "?"), training.get("iterations", "?")
+        profit = np.mean(
+            [
+                np.mean(cells.get(name, b, r, c)["profit"])
+                for c in IN_DISTRIBUTION
+                for b, r in BUYERS
+            ]
+        )
+        by_budget.setdefault(iterations, []).append(profit)
+        rows.append([run, str(seed), str(iterations), f"{profit:.2f}"])
+    for iterations, profits in by_budget.items():
+        if len(profits) > 1:
+            spread = max(profits) - min(profits)
+            rows.append(
+                [
+                    f"spread at {iterations} iterations ({len(profits)} seeds)",
+                    "",
+                    "",
+                    f"{spread:.2f}",
+                ]
+            )
     return rows
 
 
@@ -338,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.seed_runs:
         tables["seeds"] = (
-            ["run", "mean in-distribution profit"],
+            ["run", "seed", "iterations", "mean in-distribution profit"],
             seed_spread(cells, args.seed_runs),
         )
     for name, (header, rows) in tables.items():

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
+
+from agents.rl import checkpoint
+from agents.rl.policies import RLSeller
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,8 +64,18 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     monkeypatch.setattr(gen, "BUYERS", (("truthful", "hidden"), (gen.MIXED, "mandatory")))
     monkeypatch.setattr(gen, "SCRIPTED_BUYERS", ("truthful", "strategic"))
     monkeypatch.setattr(gen, "SELLERS", ("rl_seller", "greedy_matcher", "posted_price", "oracle"))
+    runs = []
+    for seed in (3, 4):
+        torch.manual_seed(seed)
+        run = checkpoint.save(
+            tmp_path / f"seed{seed}",
+            RLSeller(hidden=8),
+            name="s",
+            training={"seed": seed, "iterations": 7},
+        )
+        runs.append(str(run))
     out = tmp_path / "gen.json"
-    assert gen.main(["--markets", "12", "--json", str(out)]) == 0
+    assert gen.main(["--markets", "12", "--json", str(out), "--seed-runs", *runs]) == 0
     printed = capsys.readouterr().out
     tables = json.loads(out.read_text())
     cells = len(gen.CONFIGS) * len(gen.BUYERS)
@@ -75,3 +89,8 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     assert f"the ratio on retail in {near} of {held_out} cells" in printed
     assert tables["targets"][0].startswith("rl_seller beats every scripted seller")
     assert len(tables["buyer"]["rows"]) == len(gen.CONFIGS)
+    seeds = tables["seeds"]["rows"]
+    assert [r[1:3] for r in seeds[:3]] == [["0", "200"], ["3", "7"], ["4", "7"]]
+    spread = abs(float(seeds[1][3]) - float(seeds[2][3]))
+    assert seeds[3][0] == "spread at 7 iterations (2 seeds)" and len(seeds) == 4
+    assert float(seeds[3][3]) == pytest.approx(spread, abs=0.011)

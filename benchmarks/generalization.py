@@ -253,7 +253,8 @@ def buyer_table(cells: Cells) -> list:
                 f"{_ratio(rl_vs_rl, vs_rl[best]):.2f}",
                 f"{best_avg:.1f}",
                 f"{rl_avg:.1f}",
-                "yes" if rl_vs_rl >= 1.2 * vs_rl[best] and rl_avg >= best_avg else "NO",
+                "yes" if rl_vs_rl >= 1.2 * vs_rl[best] else "NO",
+                "yes" if rl_avg >= best_avg else "NO",
             ]
         )
     return rows
@@ -352,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio",
                 "best buyer vs scripted sellers",
                 "rl_buyer vs scripted sellers",
-                "targets met",
+                ">= 1.2x vs rl_seller",
+                ">= best vs scripted",
             ],
             buyer_table(cells),
         )
@@ -400,9 +402,12 @@ def targets(tables: dict) -> list[str]:
     ]
     if "buyer" in tables:
         lines.append(
-            "rl_buyer meets both buyer targets in {} of {} configs".format(
-                *count("buyer", "targets met")
-            )
+            "rl_buyer earns >= 1.2x the best scripted buyer against rl_seller in {} of {}"
+            " configs".format(*count("buyer", ">= 1.2x vs rl_seller"))
+        )
+        lines.append(
+            "rl_buyer earns >= the best scripted buyer against the scripted sellers (mean)"
+            " in {} of {} configs".format(*count("buyer", ">= best vs scripted"))
         )
     return lines
 

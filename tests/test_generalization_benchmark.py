@@ -88,7 +88,19 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     near = sum(r[k] == "yes" for r in capture["rows"] if r[1] == "held out")
     assert f"the ratio on retail in {near} of {held_out} cells" in printed
     assert tables["targets"][0].startswith("rl_seller beats every scripted seller")
-    assert len(tables["buyer"]["rows"]) == len(gen.CONFIGS)
+    buyer = tables["buyer"]
+    assert len(buyer["rows"]) == len(gen.CONFIGS)
+    h = buyer["header"]
+    for row in buyer["rows"]:
+        by_rl = float(row[h.index("rl_buyer vs rl_seller")])
+        best = float(row[h.index("its surplus vs rl_seller")])
+        assert (row[h.index(">= 1.2x vs rl_seller")] == "yes") == (by_rl >= 1.2 * best - 0.1)
+    for column, words in (
+        (">= 1.2x vs rl_seller", "against rl_seller"),
+        (">= best vs scripted", "(mean)"),
+    ):
+        met = sum(r[h.index(column)] == "yes" for r in buyer["rows"])
+        assert f"{words} in {met} of {len(gen.CONFIGS)} configs" in printed
     seeds = tables["seeds"]["rows"]
     assert [r[1:3] for r in seeds[:3]] == [["0", "200"], ["3", "7"], ["4", "7"]]
     spread = abs(float(seeds[1][3]) - float(seeds[2][3]))

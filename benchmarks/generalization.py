@@ -1,7 +1,7 @@
 """Does the trained seller (and buyer) beat the baselines on markets it never trained on?
 
     python benchmarks/generalization.py [--markets 5000] [--markdown] [--json FILE]
-                                        [--seed-runs DIR ...]
+                                        [--seed-runs DIR ...] [--candidates DIR ...]
 
 Sellers: the shipped ``rl_seller`` and every scripted seller (the oracle as a labelled
 reference). Buyers: every scripted buyer and the mixed population (human=noisy_human,
@@ -22,7 +22,9 @@ rl_seller minus each other seller's; rl_seller's match quality minus the greedy
 matcher's; capture relative to the greedy matcher's per config; and, when the shipped
 ``rl_buyer`` exists, its buyer surplus against rl_seller and the scripted sellers beside
 the best scripted buyer's. ``--seed-runs`` adds the in-distribution profit of other
-training seeds' checkpoints (their spread across seeds).
+training seeds' checkpoints (their spread across seeds); ``--candidates`` scores other
+seller checkpoints the way rl_seller is scored (cells where each beats every scripted
+seller, per config), for comparing training variants on the same markets.
 """
 
 from __future__ import annotations
@@ -293,6 +295,28 @@ def seed_spread(cells: Cells, runs: list[str]) -> list:
     return rows
 
 
+def candidate_table(cells: Cells, runs: list[str]) -> list:
+    """Per config, the cells where each seller (rl_seller, then each checkpoint in
+    ``runs``) beats every scripted seller (paired CI above 0), and the total."""
+    rows = []
+    for run in ["rl_seller", *runs]:
+        name = run if run == "rl_seller" else str(Path(run).resolve())
+        per_config = []
+        for config in CONFIGS:
+            won = 0
+            for buyer, rule in BUYERS:
+                mine = cells.get(name, buyer, rule, config)["profit"]
+                worst = min(
+                    _paired(mine, cells.get(o, buyer, rule, config)["profit"])[1]
+                    for o in SELLERS[1:-1]
+                )
+                won += bool(worst > 0)
+            per_config.append(won)
+        total = f"{sum(per_config)} of {len(CONFIGS) * len(BUYERS)}"
+        rows.append([run, *(str(k) for k in per_config), total])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/generalization.py", description=__doc__.split("\n")[0]
@@ -307,7 +331,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="checkpoints of other training seeds",
     )
+    ap.add_argument(
+        "--candidates",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="other seller checkpoints to score cell by cell beside rl_seller",
+    )
     args = ap.parse_args(argv)
+    for run in args.seed_runs + args.candidates:
+        if not checkpoint.is_checkpoint(run):
+            print(f"{run}: not a checkpoint directory (no config.json)", file=sys.stderr)
+            return 2
     if not (SHIPPED / "rl_seller").is_dir():
         print("no shipped rl_seller checkpoint (agents/rl/checkpoints/rl_seller)", file=sys.stderr)
         return 2
@@ -362,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         tables["seeds"] = (
             ["run", "seed", "iterations", "mean in-distribution profit"],
             seed_spread(cells, args.seed_runs),
+        )
+    if args.candidates:
+        tables["candidates"] = (
+            ["seller", *CONFIGS, "beats every scripted seller"],
+            candidate_table(cells, args.candidates),
         )
     for name, (header, rows) in tables.items():
         print(f"\n## {name} ({args.markets} markets per cell, paired 95% CI)\n")

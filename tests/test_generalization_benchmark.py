@@ -75,7 +75,8 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
         )
         runs.append(str(run))
     out = tmp_path / "gen.json"
-    assert gen.main(["--markets", "12", "--json", str(out), "--seed-runs", *runs]) == 0
+    argv = ["--markets", "12", "--json", str(out), "--seed-runs", *runs, "--candidates", *runs]
+    assert gen.main(argv) == 0
     printed = capsys.readouterr().out
     tables = json.loads(out.read_text())
     cells = len(gen.CONFIGS) * len(gen.BUYERS)
@@ -101,8 +102,18 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     ):
         met = sum(r[h.index(column)] == "yes" for r in buyer["rows"])
         assert f"{words} in {met} of {len(gen.CONFIGS)} configs" in printed
+    candidates = tables["candidates"]["rows"]
+    assert [r[0] for r in candidates] == ["rl_seller", *runs]
+    assert candidates[0][-1] == f"{yes} of {cells}"
+    assert sum(int(k) for k in candidates[0][1:-1]) == yes
     seeds = tables["seeds"]["rows"]
     assert [r[1:3] for r in seeds[:3]] == [["0", "200"], ["3", "7"], ["4", "7"]]
     spread = abs(float(seeds[1][3]) - float(seeds[2][3]))
     assert seeds[3][0] == "spread at 7 iterations (2 seeds)" and len(seeds) == 4
     assert float(seeds[3][3]) == pytest.approx(spread, abs=0.011)
+
+
+def test_a_run_that_is_not_a_checkpoint_is_one_line_and_exit_2(gen, tmp_path, capsys):
+    assert gen.main(["--markets", "12", "--candidates", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere: not a checkpoint directory" in err and err.count("\n") == 1

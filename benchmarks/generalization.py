@@ -165,18 +165,27 @@ def _make_seller(name: str):
     return registry.make(name, "seller", seed=0)
 
 
+def _entry(run: str) -> str:
+    """The cell name of a seller given as ``rl_seller`` or as a checkpoint directory."""
+    return run if run == "rl_seller" else str(Path(run).resolve())
+
+
+def _against_scripted(cells: Cells, seller: str, buyer: str, rule: str, config: str) -> list:
+    """The paired (mean, lower, upper) profit difference of ``seller`` over each scripted
+    seller (oracle aside) on one cell; it beats them all when every lower bound is > 0."""
+    mine = cells.get(seller, buyer, rule, config)["profit"]
+    return [_paired(mine, cells.get(o, buyer, rule, config)["profit"]) for o in SELLERS[1:-1]]
+
+
 def seller_tables(cells: Cells) -> tuple[list, list, dict]:
     rows, quality_rows, capture = [], [], {}
     for config in CONFIGS:
         for buyer, rule in BUYERS:
             rl = cells.get("rl_seller", buyer, rule, config)
             row = [config, _label(buyer, rule), f"{np.mean(rl['profit']):.1f}"]
-            worst = np.inf
-            for other in SELLERS[1:-1]:
-                o = cells.get(other, buyer, rule, config)
-                m, lo, hi = _paired(rl["profit"], o["profit"])
-                worst = min(worst, lo)
-                row.append(_fmt(m, lo, hi))
+            diffs = _against_scripted(cells, "rl_seller", buyer, rule, config)
+            worst = min(lo for _, lo, _ in diffs)
+            row.extend(_fmt(*d) for d in diffs)
             oracle = cells.get("oracle", buyer, rule, config)
             row.append(f"{np.mean(oracle['profit']):.1f}")
             row.append("yes" if worst > 0 else "NO")
@@ -268,8 +277,8 @@ def seed_spread(cells: Cells, runs: list[str]) -> list:
     seeds among runs of the same iterations (a shorter budget is not another seed)."""
     rows, by_budget = [], {}
     for run in ["rl_seller", *runs]:
-        path = SHIPPED / "rl_seller" if run == "rl_seller" else Path(run).resolve()
-        name = run if run == "rl_seller" else str(path)
+        name = _entry(run)
+        path = SHIPPED / "rl_seller" if run == "rl_seller" else Path(name)
         training = json.loads((path / "config.json").read_text()).get("training", {})
         seed, iterations = training.get("seed", "?"), training.get("iterations", "?")
         profit = np.mean(
@@ -300,18 +309,14 @@ def candidate_table(cells: Cells, runs: list[str]) -> list:
     ``runs``) beats every scripted seller (paired CI above 0), and the total."""
     rows = []
     for run in ["rl_seller", *runs]:
-        name = run if run == "rl_seller" else str(Path(run).resolve())
-        per_config = []
-        for config in CONFIGS:
-            won = 0
-            for buyer, rule in BUYERS:
-                mine = cells.get(name, buyer, rule, config)["profit"]
-                worst = min(
-                    _paired(mine, cells.get(o, buyer, rule, config)["profit"])[1]
-                    for o in SELLERS[1:-1]
-                )
-                won += bool(worst > 0)
-            per_config.append(won)
+        name = _entry(run)
+        per_config = [
+            sum(
+                min(lo for _, lo, _ in _against_scripted(cells, name, b, r, config)) > 0
+                for b, r in BUYERS
+            )
+            for config in CONFIGS
+        ]
         total = f"{sum(per_config)} of {len(CONFIGS) * len(BUYERS)}"
         rows.append([run, *(str(k) for k in per_config), total])
     return rows

@@ -405,6 +405,14 @@ def test_resume_refuses_a_different_config(tmp_path):
         train(cfg, tmp_path / "run", progress=False)
 
 
+def test_resume_from_a_broken_trainer_state_is_one_clear_error(tmp_path):
+    cfg = _tiny(tmp_path)
+    run = train(cfg, tmp_path / "run", progress=False, until=2)
+    (run / "train_state.safetensors").write_bytes(b"\x00" * 16)
+    with pytest.raises(ValueError, match="cannot resume"):
+        train(cfg, run, resume=True, progress=False)
+
+
 def test_shipped_training_configs_load():
     for side in ("seller", "buyer"):
         cfg = load_train_config(f"agents/rl/configs/{side}.toml")
@@ -425,6 +433,8 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[family]\n[markets.a]\nbuyers = 3\n", "opponents"),
         ("[train\n", "not valid TOML"),
         ("[train]\nexpert_pull = 'price'\n" + _GOOD, "expert_pull"),
+        ("[train]\nref_coef = 0.1\n" + _GOOD, "warm start"),
+        ("[train]\nref_coef = -0.1\nimitate = 'greedy_matcher'\n" + _GOOD, "ref_coef"),
         ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
     ],
 )
@@ -523,3 +533,65 @@ def test_the_expert_pull_covers_the_price_level_only_when_asked():
     assert torch.allclose(pair_only, pair_nll.mean())
     assert torch.allclose(move, (pair_nll + same * level_nll).mean())
     assert not torch.allclose(move, pair_only)
+
+
+def test_kl_divergence_matches_torch_distributions_where_options_are_excluded():
+    from agents.rl.ppo import kl_divergence
+
+    g = torch.Generator().manual_seed(3)
+    for _ in range(20):
+        p, q = torch.randn(8, 6, generator=g), torch.randn(8, 6, generator=g)
+        shut = torch.rand(8, 6, generator=g) < 0.3
+        shut[:, 0] = False  # every row keeps an option
+        p, q = p.masked_fill(shut, float("-inf")), q.masked_fill(shut, float("-inf"))
+        p.requires_grad_(True)
+        got = kl_divergence(p, torch.log_softmax(q, -1))
+        # The same sums over the open options only, from torch's own KL.
+        want = torch.stack(
+            [
+                torch.distributions.kl_divergence(
+                    torch.distributions.Categorical(logits=p[r][~shut[r]]),
+                    torch.distributions.Categorical(logits=q[r][~shut[r]]),
+                )
+                for r in range(8)
+            ]
+        )
+        assert torch.allclose(got, want, atol=1e-6)
+        got.sum().backward()
+        assert torch.isfinite(p.grad).all()
+    same = torch.randn(4, 5, generator=g)
+    zero = kl_divergence(same, torch.log_softmax(same, -1))
+    assert torch.allclose(zero, torch.zeros(4), atol=1e-6)
+
+
+def test_the_pull_to_the_warm_start_is_saved_resumed_and_holds_the_policy_near_it(tmp_path):
+    from agents.rl.ppo import REFERENCE
+
+    warm = {"imitate": "greedy_matcher", "imitation_iterations": 1}
+    # The reference is the network as the warm start left it (the iteration-0 checkpoint).
+    cfg = _tiny(tmp_path, ref_coef=0.5, **warm)
+    start = train(cfg, tmp_path / "start", progress=False, until=0)
+    ref = load_file(str(start / REFERENCE))
+    model = load_file(str(start / "model.safetensors"))
+    assert ref.keys() == model.keys() and all(torch.equal(ref[k], model[k]) for k in ref)
+
+    def last_kl(run):
+        with open(run / "curve.csv", newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["phase"] == "train"]
+        return float(rows[-1]["ref_kl"])
+
+    cfg = _tiny(tmp_path, ref_coef=0.5, iterations=6, **warm)
+    whole = train(cfg, tmp_path / "whole", progress=False)
+    train(cfg, tmp_path / "split", progress=False, until=3)
+    split = train(cfg, tmp_path / "split", resume=True, progress=False)
+    a, b = (load_file(str(r / "model.safetensors")) for r in (whole, split))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    (split / REFERENCE).write_bytes(b"not safetensors")
+    with pytest.raises(ValueError, match="cannot resume"):
+        train(cfg, split, resume=True, progress=False)
+    # A heavy pull keeps the policy nearer its warm start than a negligible one.
+    loose = train(_tiny(tmp_path, ref_coef=1e-6, iterations=6, **warm), tmp_path / "loose",
+                  progress=False)  # fmt: skip
+    tight = train(_tiny(tmp_path, ref_coef=50.0, iterations=6, **warm), tmp_path / "tight",
+                  progress=False)  # fmt: skip
+    assert last_kl(tight) < 0.5 * last_kl(loose)

@@ -189,6 +189,11 @@ class TrainConfig:
     expert_pull: str = "move"
     """What ``expert_coef`` pulls toward: "move" (the expert's pair and its price level)
     or "pair" (the pair alone, prices left to the learner and its warm start)."""
+    ref_coef: float = 0.0
+    """Seller side: weight of the KL divergence from the policy to its warm start (the
+    network as the imitation left it, frozen) in the loss: departures from the warm start
+    must pay for themselves in advantage, so configs where PPO's signal is weak stay near
+    the teacher's play while the rest move on (0: no such term)."""
     learned_disclosure: bool = False
     """Buyer side: also learn, per market, whether to disclose under the voluntary rule
     (a disclosure head, trained on markets of the voluntary rule)."""
@@ -242,6 +247,7 @@ class TrainConfig:
             "penalty",
             "target_kl",
             "expert_coef",
+            "ref_coef",
             "imitation_patience",
         ):
             if not getattr(self, name) >= 0:
@@ -260,6 +266,8 @@ class TrainConfig:
             )
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
+        if self.ref_coef and not (self.imitate and self.imitation_iterations):
+            raise ValueError("train.ref_coef: needs a warm start (imitate, imitation_iterations)")
 
     def resolve(self, path: str) -> str:
         """A path from the file, relative to the file's folder (registry names pass)."""

@@ -23,6 +23,7 @@ saved as safetensors + JSON.
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import math
@@ -35,7 +36,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import nn
 from tqdm import tqdm
 
 from agents import registry
@@ -48,6 +51,7 @@ from arena.config import MarketConfig
 
 STATE_JSON = "train_state.json"
 STATE_TENSORS = "train_state.safetensors"
+REFERENCE = "reference.safetensors"  # the warm start, frozen (train.ref_coef > 0)
 CURVE = "curve.csv"
 EVAL_SEED = 1_000_003  # evaluation markets: exact draws, never the keyed training markets
 _IMITATION = 10**9  # iteration numbers of the warm start's batches, apart from PPO's
@@ -478,6 +482,8 @@ def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict
 def ppo_update(
     policy, optimizer, data: dict, cfg: TrainConfig, ent_coef: float, g: torch.Generator
 ) -> dict[str, float]:
+    """PPO's epochs over one rollout; with ``data["ref_pair"]`` (``reference_logp``), plus
+    ``cfg.ref_coef`` times the KL divergence from the policy to the reference."""
     n = data["adv"].shape[0]
     stats: dict[str, list] = {
         k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
@@ -487,6 +493,7 @@ def ppo_update(
             break  # the policy has moved far enough from the one that collected the data
         for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
             expert = torch.zeros(())
+            ref_kl = torch.zeros(())
             if isinstance(policy, RLSeller):
                 x = [data[k][idx] for k in ("pair_x", "buyer_x", "product_x", "market_x")]
                 logp, ent, value, logits, plog = policy.evaluate(
@@ -498,6 +505,11 @@ def ppo_update(
                 )
                 if cfg.expert_coef > 0:
                     expert = _expert_nll(policy, logits, plog, data, idx, cfg.expert_pull)
+                if "ref_pair" in data:
+                    ref_kl = (
+                        kl_divergence(logits, data["ref_pair"][idx])
+                        + kl_divergence(plog, data["ref_level"][idx])
+                    ).mean()
             else:
                 logp, ent, value = policy.evaluate(
                     data["x"][idx],
@@ -515,12 +527,16 @@ def ppo_update(
             pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
             v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
             loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + cfg.expert_coef * expert
+            if "ref_pair" in data:
+                loss = loss + cfg.ref_coef * ref_kl
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
             optimizer.step()
             with torch.no_grad():
                 stats.setdefault("expert_nll", []).append(float(expert))
+                if "ref_pair" in data:
+                    stats.setdefault("ref_kl", []).append(float(ref_kl))
                 stats["policy_loss"].append(float(pg))
                 stats["value_loss"].append(float(v_loss))
                 stats["entropy"].append(float(ent.mean()))
@@ -530,6 +546,48 @@ def ppo_update(
     if "disc_x" in data:
         out.update(_disclosure_update(policy, optimizer, data, cfg, ent_coef, g))
     return out
+
+
+def kl_divergence(logits: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Row-wise KL(p || q) of categorical logits ``logits`` (p) from log-probabilities
+    ``ref_logp`` (q), both -inf at the same excluded options (they count 0)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    ok = torch.isfinite(logp)
+    zero = torch.zeros_like(logp)
+    diff = torch.where(ok, logp, zero) - torch.where(ok, ref_logp, zero)
+    return (logp.exp() * diff).sum(-1)
+
+
+@torch.no_grad()
+def reference_logp(reference: nn.Module, data: dict, chunk: int = 2048) -> dict:
+    """The reference network's log-probabilities of every pair, and of every price level
+    of the pair taken, at the rollout's stored states (``ref_pair`` (n, N*M), ``ref_level``
+    (n, K)), computed once per rollout in chunks of ``chunk`` states."""
+    keys = ("pair_x", "buyer_x", "product_x", "market_x")
+    pair_out, level_out = [], []
+    for lo in range(0, data["pair"].shape[0], chunk):
+        sl = slice(lo, lo + chunk)
+        logits, h, _ = reference(*(data[k][sl] for k in keys), data["open"][sl], value=False)
+        taken = h[torch.arange(logits.shape[0]), data["pair"][sl]]
+        plog = reference.price_logits(taken, data["level_ok"][sl])
+        pair_out.append(torch.log_softmax(logits, -1))
+        level_out.append(torch.log_softmax(plog, -1))
+    return {"ref_pair": torch.cat(pair_out), "ref_level": torch.cat(level_out)}
+
+
+def _save_reference(out: Path, net: nn.Module) -> None:
+    tmp = out / (REFERENCE + ".tmp")
+    save_file({k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}, str(tmp))
+    os.replace(tmp, out / REFERENCE)
+
+
+def _load_reference(out: Path, like: nn.Module) -> nn.Module:
+    ref = copy.deepcopy(like)
+    try:
+        ref.load_state_dict(load_file(str(out / REFERENCE)))
+    except (OSError, RuntimeError, ValueError, SafetensorError) as err:
+        raise TrainError(f"{out}: cannot resume ({REFERENCE}: {err})") from None
+    return ref.requires_grad_(False).eval()
 
 
 def _expert_nll(
@@ -674,7 +732,7 @@ def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> dict:
     try:
         meta = json.loads((out / STATE_JSON).read_text())
         tensors = load_file(str(out / STATE_TENSORS))
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, SafetensorError) as err:
         raise TrainError(f"{out}: cannot resume ({err})") from None
     state: dict[int, dict] = {}
     for key, value in tensors.items():
@@ -726,6 +784,13 @@ def train(
         for row in imitate(policy, cfg, progress):
             curve_rows.append({"iteration": 0, "phase": "imitation", **row})
             _write_curve(out, curve_rows)
+    reference = None
+    if cfg.side == "seller" and cfg.ref_coef > 0:
+        if resume:
+            reference = _load_reference(out, policy.net)
+        else:  # the warm start as the imitation left it
+            reference = copy.deepcopy(policy.net).requires_grad_(False).eval()
+            _save_reference(out, reference)
     if start == 0:
         row = {"iteration": 0, "phase": "eval", "samples": 0, "wall_s": 0.0}
         row.update(_prefixed(evaluate(policy, cfg, _reference(cfg)), "eval_"))
@@ -759,6 +824,8 @@ def train(
         )
         policy.net.to(device)
         data = {k: v.to(device) for k, v in rollout.data.items()}
+        if reference is not None:
+            data.update(reference_logp(reference.to(device), data))
         upd = ppo_update(policy, optimizer, data, cfg, ent_coef, _torch_generator(rng))
         policy.net.cpu()
         samples += int(data["adv"].shape[0])

@@ -1,0 +1,145 @@
+"""Where does a seller leave the greedy matcher's choice of buyer and product?
+
+    python benchmarks/departures.py [--markets 500] [--buyers truthful] [--markdown]
+                                    SELLER ...
+
+SELLER: a registry name or a checkpoint directory. On the markets of
+``benchmarks/generalization.py`` (same configs, same seed), each seller plays against
+``--buyers``; on every turn of every live market a fresh greedy matcher is asked which
+(buyer, product) pair it would offer on the same observation. Printed per seller and
+config: the share of turns on which the seller offers the greedy matcher's pair (on the
+first turn and on later ones), and the seller's profit minus the greedy matcher's
+(paired over markets, 95% CI).
+
+Why: ``rl_seller`` starts from the greedy matcher (a warm start that imitates it, and
+the matcher's per-pair estimates among its features) and learns where to depart from its
+pair. Where signals are noisy (wholesale) departing is what earns it its profit; where
+they are precise and buyers answer truthfully the matcher's pair is hard to beat, so
+departures there cost profit. The table shows how often each seller departs, config by
+config, beside what it earns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents import registry  # noqa: E402
+from agents.base import SellerAction, SellerPolicy  # noqa: E402
+from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
+from agents.scripted.sellers import GreedyMatcher  # noqa: E402
+from arena.generator import generate_batch  # noqa: E402
+from arena.metrics import welfare_bounds  # noqa: E402
+from arena.observation import SellerObs  # noqa: E402
+from benchmarks.generalization import CONFIGS, SEED  # noqa: E402
+
+
+class Agreement(SellerPolicy):
+    """Plays ``inner`` unchanged and counts, per turn of each live market, whether its
+    (buyer, product) is the one a fresh greedy matcher picks on the same observation."""
+
+    def __init__(self, inner: SellerPolicy) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self.sees_private = inner.sees_private
+        self.reads_text = inner.reads_text
+        self.expert = GreedyMatcher()
+        self.first = np.zeros(2, np.int64)  # (agreed, turns) on each market's first turn
+        self.later = np.zeros(2, np.int64)  # the same on later turns
+
+    def reset(self, batch_size: int) -> None:
+        self.inner.reset(batch_size)
+        self.expert.reset(batch_size)
+
+    def restart(self, rows: np.ndarray) -> None:
+        self.inner.restart(rows)
+        self.expert.restart(rows)
+
+    def reveal(self, batch, rows=None) -> None:
+        self.inner.reveal(batch, rows)
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        mine = self.inner.act(obs)
+        theirs = self.expert.act(obs)
+        live = ~obs.done
+        same = (mine.to == theirs.to) & (mine.product == theirs.product)
+        start = obs.turn == 0
+        for acc, rows in ((self.first, live & start), (self.later, live & ~start)):
+            acc += (int(same[rows].sum()), int(rows.sum()))
+        return mine
+
+    @staticmethod
+    def share(acc: np.ndarray) -> float:
+        return float(acc[0] / acc[1]) if acc[1] else float("nan")
+
+
+def _seller(name: str) -> SellerPolicy:
+    """A registered seller or a checkpoint directory, as the tournaments build them."""
+    return registry.make(name, "seller", seed=0)
+
+
+def rows(sellers: list[str], buyers: str, markets: int, configs=tuple(CONFIGS)) -> list[list]:
+    out = []
+    for config in configs:
+        batch = generate_batch(CONFIGS[config], SEED, range(markets))
+        w = welfare_bounds(batch)
+        base = evaluate_batch(batch, GreedyMatcher(), registry.make_buyers(buyers, seed=0), w)
+        for name in sellers:
+            spy = Agreement(_seller(name))
+            got = evaluate_batch(batch, spy, registry.make_buyers(buyers, seed=0), w)
+            m, lo, hi = mean_ci(got["profit"] - base["profit"])
+            out.append(
+                [
+                    name,
+                    config,
+                    f"{Agreement.share(spy.first):.3f}",
+                    f"{Agreement.share(spy.later):.3f}",
+                    f"{Agreement.share(spy.first + spy.later):.3f}",
+                    f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]",
+                ]
+            )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="benchmarks/departures.py", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("sellers", nargs="+", metavar="SELLER", help="registry names or checkpoints")
+    ap.add_argument("--markets", type=int, default=500, help="markets per config")
+    ap.add_argument("--buyers", default="truthful", help="the buyers every seller meets")
+    ap.add_argument("--markdown", action="store_true", help="a Markdown table")
+    args = ap.parse_args(argv)
+    try:  # every entry builds before anything is played
+        for name in args.sellers:
+            _seller(name)
+        registry.make_buyers(args.buyers, seed=0)
+    except (KeyError, ValueError) as err:
+        print(f"benchmarks/departures.py: error: {err}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    table = rows(args.sellers, args.buyers, args.markets)
+    header = [
+        "seller",
+        "config",
+        "on its pair, first turn",
+        "later turns",
+        "all turns",
+        "profit - greedy_matcher",
+    ]
+    print(f"## the greedy matcher's pair ({args.markets} markets per config, {args.buyers})\n")
+    print(tabulate(table, headers=header, tablefmt="github" if args.markdown else "simple",
+                   disable_numparse=True))  # fmt: skip
+    print(f"\n{time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""benchmarks/departures.py: who offers the greedy matcher's pair, counted turn by turn."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from agents import registry
+from agents.evaluate import evaluate_batch
+from arena.generator import generate_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dep():
+    spec = importlib.util.spec_from_file_location("departures", ROOT / "benchmarks/departures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("config", ["retail", "wholesale"])
+def test_every_live_turn_is_counted_once_and_the_matcher_always_agrees_with_itself(dep, config):
+    batch = generate_batch(dep.CONFIGS[config], dep.SEED, range(40))
+    for name in ("greedy_matcher", "posted_price"):
+        spy = dep.Agreement(registry.make(name, "seller", seed=0))
+        got = evaluate_batch(batch, spy, registry.make_buyers("truthful", seed=0))
+        assert spy.first[1] == 40  # every market's first turn
+        assert spy.first[1] + spy.later[1] == got["turns_used"].sum()
+        if name == "greedy_matcher":
+            assert spy.first[0] == spy.first[1] and spy.later[0] == spy.later[1]
+        else:  # a posted-price seller picks its pairs another way
+            assert dep.Agreement.share(spy.first + spy.later) < 0.9
+
+
+def test_the_table_and_a_bad_entry(dep, capsys):
+    rows = dep.rows(["greedy_matcher", "posted_price"], "truthful", 20, configs=("retail",))
+    assert [r[:2] for r in rows] == [["greedy_matcher", "retail"], ["posted_price", "retail"]]
+    assert rows[0][2:5] == ["1.000", "1.000", "1.000"]
+    assert rows[0][5] == "+0.0 [+0.0, +0.0]"
+    assert float(rows[1][4]) < 1.0 and rows[1][5].startswith("-")
+    assert dep.main(["no_such_seller", "--markets", "5"]) == 2
+    assert dep.main(["greedy_matcher", "--buyers", "nobody", "--markets", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("error:" in line for line in err)

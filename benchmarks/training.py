@@ -1,11 +1,12 @@
 """Speed of the RL seller: greedy play, rollouts and PPO updates, in one run.
 
-    python benchmarks/training.py [--markets 4096] [--repeats 3] [--json]
+    python benchmarks/training.py [--markets 4096] [--repeats 3] [--json] [--seller DIR]
 
 Prints, on the default tournament's retail config against truthful buyers:
 
-* greedy play of the torch seller (the shipped ``rl_seller``, or fresh weights of the
-  same shape when none is shipped) in seller-turns/s at B markets, beside the scripted
+* greedy play of the torch seller (the shipped ``rl_seller``, the checkpoint given by
+  ``--seller``, or fresh weights of the shipped shape when none is shipped) in
+  seller-turns/s at B markets, beside the scripted
   greedy matcher's rate on the same markets (median of ``--repeats`` runs);
 * a training rollout (sampling, per-row restarts, rewards) in seller-turns/s;
 * a PPO update in samples/s (3 epochs of 4 minibatches over one rollout);
@@ -18,6 +19,7 @@ import argparse
 import csv
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -53,17 +55,35 @@ def _training_wall(name: str) -> float | None:
     return float(rows[-1]["wall_s"]) if rows else None
 
 
+def _fail(message: str) -> None:
+    print(f"benchmarks/training.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(prog="benchmarks/training.py", description=__doc__.split("\n")[0])
     ap.add_argument("--markets", type=int, default=4096, help="B, markets played at once")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each measurement")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument(
+        "--seller", metavar="DIR", help="a seller checkpoint to measure instead of rl_seller"
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
     shipped = (SHIPPED / "rl_seller").is_dir()
-    seller = checkpoint.load(SHIPPED / "rl_seller") if shipped else RLSeller()
+    if args.seller:
+        try:
+            seller = checkpoint.load(args.seller)
+        except ValueError as err:  # CheckpointError: missing, tampered or not a checkpoint
+            _fail(str(err))
+        if not isinstance(seller, RLSeller):
+            _fail(f"{args.seller}: not a seller checkpoint")
+        weights = str(args.seller)
+    else:
+        seller = checkpoint.load(SHIPPED / "rl_seller") if shipped else RLSeller()
+        weights = "shipped rl_seller" if shipped else "fresh (no shipped checkpoint)"
     batch = generate_batch(RETAIL, 0, args.markets)
     # Warm-up on other markets of the same size (first touches of memory, and the
     # network's buffers, are not what a long run pays per turn).
@@ -96,7 +116,8 @@ def main(argv: list[str] | None = None) -> dict:
     out = {
         "markets": args.markets,
         "threads": args.threads,
-        "seller_weights": "shipped rl_seller" if shipped else "fresh (no shipped checkpoint)",
+        "seller_weights": weights,
+        "seller_hidden": seller.net.cfg.hidden,
         "rl_seller_greedy_turns_per_s": round(rl),
         "greedy_matcher_turns_per_s": round(greedy),
         "rl_over_greedy_matcher": round(rl / greedy, 3),

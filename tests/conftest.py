@@ -1,8 +1,28 @@
-"""Shared fixtures: one Ray instance for the whole test session."""
+"""Shared fixtures: one Ray instance for the whole test session, and the benchmark
+scripts of ``benchmarks/`` loaded as modules."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """``load_benchmark("generalization")``: ``benchmarks/generalization.py`` as a module
+    (the scripts are files to run, not an installed package)."""
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture(scope="session")

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from agents import registry
 from agents.evaluate import evaluate_batch
 from arena.generator import generate_batch
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def dep():
-    spec = importlib.util.spec_from_file_location("departures", ROOT / "benchmarks/departures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def dep(load_benchmark):
+    return load_benchmark("departures")
 
 
 @pytest.mark.parametrize("config", ["retail", "wholesale"])

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,17 +12,10 @@ from scipy import stats
 from agents.rl import checkpoint
 from agents.rl.policies import RLSeller
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def gen():
-    spec = importlib.util.spec_from_file_location(
-        "generalization", ROOT / "benchmarks/generalization.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def gen(load_benchmark):
+    return load_benchmark("generalization")
 
 
 def test_paired_differences_get_a_t_interval(gen):

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from agents.evaluate import play_markets
 from agents.rl import checkpoint
 from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_config
 from agents.rl.policies import RLBuyer, RLSeller
-from agents.rl.ppo import gae, train
+from agents.rl.ppo import gae, returns_to_go, train
 from agents.scripted.buyers import Truthful
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
@@ -419,6 +420,27 @@ def test_shipped_training_configs_load():
         assert cfg.side == side and cfg.opponents and cfg.family.configs
 
 
+def test_the_buyer_experiment_configs_change_only_what_they_say():
+    shipped = load_train_config("agents/rl/configs/buyer.toml")
+    alone = load_train_config("agents/rl/configs/experiments/buyer_alone.toml")
+    team = load_train_config("agents/rl/configs/experiments/buyer_team.toml")
+    assert alone.opponents == team.opponents and len(alone.opponents) == 1
+    seller = Path(shipped.resolve(shipped.opponents[0].name)).resolve()
+    assert Path(alone.resolve(alone.opponents[0].name)).resolve() == seller
+    assert seller == Path("agents/rl/checkpoints/rl_seller").resolve()
+    assert (alone.name, team.name, team.team_return, alone.team_return) == (
+        "buyer_alone",
+        "buyer_team",
+        True,
+        False,
+    )
+    same = {"opponents", "source", "name", "team_return"}
+    for cfg in (alone, team):
+        for f in dataclasses.fields(TrainConfig):
+            if f.name not in same:
+                assert getattr(cfg, f.name) == getattr(shipped, f.name), f.name
+
+
 _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
 
 
@@ -436,6 +458,7 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[train]\nref_coef = 0.1\n" + _GOOD, "warm start"),
         ("[train]\nref_coef = -0.1\nimitate = 'greedy_matcher'\n" + _GOOD, "ref_coef"),
         ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
+        ("[train]\nteam_return = true\n" + _GOOD, "team_return"),
     ],
 )
 def test_bad_training_configs_name_the_problem(tmp_path, text, words):
@@ -511,6 +534,32 @@ def test_a_buyer_learns_whether_to_disclose_and_plays_as_three_variants(tmp_path
     ]  # fmt: skip
     assert rates[0] == 0.0 and rates[1] == 1.0 and 0.0 <= rates[2] <= 1.0
     assert check_buyer(lambda seed: learned.build(seed), markets=6) == []
+
+
+def test_buyer_returns_are_each_buyers_own_unless_the_team_option_pools_them():
+    # 3 steps, 2 markets, 3 buyers: buyer 1 of market 0 trades at step 1 (surplus 0.5),
+    # buyer 2 at step 2 (0.25); in market 1 buyer 0 trades at step 0 (0.75).
+    r = np.zeros((3, 2, 3))
+    r[1, 0, 1], r[2, 0, 2], r[0, 1, 0] = 0.5, 0.25, 0.75
+    own = returns_to_go(r)
+    np.testing.assert_allclose(own[:, 0, 1], [0.5, 0.5, 0.0])
+    np.testing.assert_allclose(own[:, 0, 2], [0.25, 0.25, 0.25])
+    np.testing.assert_allclose(own[:, 0, 0], 0.0)  # never traded: nothing to go
+    np.testing.assert_allclose(own[:, 1, 0], [0.75, 0.0, 0.0])
+    team = returns_to_go(r, team=True)
+    np.testing.assert_allclose(team[:, 0, :], np.repeat([[0.25], [0.25], [0.25 / 3]], 3, 1))
+    np.testing.assert_allclose(team[:, 1, :], np.repeat([[0.25], [0.0], [0.0]], 3, 1))
+    np.testing.assert_allclose(team.sum(axis=2), own.sum(axis=2))  # a split, not a change
+
+
+def test_a_team_return_run_trains_other_weights_and_records_the_option(tmp_path):
+    own = train(_tiny(tmp_path, "buyer", iterations=2), tmp_path / "own", progress=False)
+    team = train(_tiny(tmp_path, "buyer", iterations=2, team_return=True), tmp_path / "team",
+                 progress=False)  # fmt: skip
+    assert json.loads((team / "config.json").read_text())["training"]["team_return"] is True
+    assert json.loads((own / "config.json").read_text())["training"]["team_return"] is False
+    a, b = load_file(str(own / "model.safetensors")), load_file(str(team / "model.safetensors"))
+    assert any(not torch.equal(a[k], b[k]) for k in a)
 
 
 def test_the_expert_pull_covers_the_price_level_only_when_asked():

@@ -194,6 +194,12 @@ class TrainConfig:
     network as the imitation left it, frozen) in the loss, so that departures from the
     warm start must pay for themselves in advantage (0: no such term). On the shipped
     family 0.05 held retail near the warm start but wholesale too (README)."""
+    team_return: bool = False
+    """Buyer side, a study option that the shipped buyers never use: every decision's
+    return is the mean, over its market's buyers, of their surplus from then on (a pooled
+    reward: buyers paid so learn to act as one team, where buyers paid their own surplus
+    are independent learners). It measures what coordination among buyers would be worth
+    (README, "Does it beat the baselines")."""
     learned_disclosure: bool = False
     """Buyer side: also learn, per market, whether to disclose under the voluntary rule
     (a disclosure head, trained on markets of the voluntary rule)."""
@@ -260,6 +266,8 @@ class TrainConfig:
             raise ValueError("no [family]: the learner needs markets")
         if self.learned_disclosure and self.side != "buyer":
             raise ValueError("train.learned_disclosure: a buyer-side option")
+        if self.team_return and self.side != "buyer":
+            raise ValueError("train.team_return: a buyer-side option")
         if self.expert_pull not in ("move", "pair"):
             raise ValueError(
                 f"train.expert_pull: expected 'move' or 'pair', got {self.expert_pull!r}"

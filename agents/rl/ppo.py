@@ -267,8 +267,7 @@ def buyer_rollout(
         if "episodes" in step.info:
             episodes.append(step.info["episodes"])
         obs = step.obs
-    reward = np.stack(cols["reward"])  # (S, B, N)
-    to_go = np.flip(np.cumsum(np.flip(reward, 0), 0), 0)  # each buyer's return from step t
+    to_go = returns_to_go(np.stack(cols["reward"]), cfg.team_return)  # (S, B, N)
     disclosure = _disclosure_samples(policy, market, env, to_go[0]) if learned else {}
     buyer = np.stack(cols["buyer"])  # (S, B)
     ret = np.take_along_axis(to_go, buyer[..., None], axis=2)[..., 0]
@@ -288,6 +287,16 @@ def buyer_rollout(
     if "disc_choice" in disclosure:
         stats["disclosure_rate"] = float(disclosure["disc_choice"].float().mean())
     return Rollout(data, stats)
+
+
+def returns_to_go(reward: np.ndarray, team: bool = False) -> np.ndarray:
+    """(S, B, N) buyer rewards per step -> each buyer's return from step t to the end of
+    its market; with ``team`` (``train.team_return``), the mean of those over the
+    market's buyers, the same for every buyer."""
+    to_go = np.flip(np.cumsum(np.flip(reward, 0), 0), 0)
+    if team:
+        to_go = np.broadcast_to(to_go.mean(axis=2, keepdims=True), to_go.shape)
+    return to_go
 
 
 def _disclosure_samples(policy: RLBuyer, market: MarketConfig, env, total: np.ndarray) -> dict:

@@ -102,6 +102,8 @@ def rows(names: list[str], seller: str, markets: int, configs=tuple(CONFIGS)):
 def reading(got: dict, a: str, b: str) -> str:
     """Which of A and B each buyer prefers, against which the buyers as a whole prefer."""
     per_buyer = {x: got[(x, x)]["per_buyer"].mean() for x in (a, b)}
+    # The two crowds meet the same markets: their per-buyer surplus is paired by market.
+    _, lo, hi = mean_ci(got[(a, a)]["per_buyer"] - got[(b, b)]["per_buyer"])
     # Switching pays where a lone newcomer out-earns the crowd it joins (CI above 0).
     pays = {
         (x, y): mean_ci(got[(x, y)]["newcomer"] - got[(x, y)]["crowd"])[1] > 0
@@ -116,6 +118,8 @@ def reading(got: dict, a: str, b: str) -> str:
         f"a lone {worse} among {better} {verb[pays[(better, worse)]]} them, "
         f"a lone {better} among {worse} {verb[pays[(worse, better)]]} them"
     )
+    if lo <= 0 <= hi:
+        return text + " (the two crowds' difference per buyer is within its 95% CI of 0)"
     if pays[(better, worse)] and not pays[(worse, better)]:
         return text + f": a social dilemma (each gains by {worse}, all do better with {better})"
     return text

@@ -42,10 +42,11 @@ def _got(per_buyer: dict, lone: dict) -> dict:
     """A ``rows``-like dict: symmetric cells with a per-buyer mean, mixed cells where the
     newcomer earns ``lone[(crowd, newcomer)]`` more than the crowd (over 50 markets)."""
     out = {}
-    for x, v in per_buyer.items():
-        out[(x, x)] = {"per_buyer": np.full(50, v), "crowd": np.full(50, v),
-                       "newcomer": np.full(50, v)}  # fmt: skip
     rng = np.random.default_rng(0)
+    for x, v in per_buyer.items():
+        z = rng.standard_normal(50)
+        mine = v + 0.5 * (z - z.mean())  # mean exactly v
+        out[(x, x)] = {"per_buyer": mine, "crowd": mine, "newcomer": mine}
     for (x, y), gap in lone.items():
         crowd = np.full(50, 1.0)
         out[(x, y)] = {"crowd": crowd, "newcomer": crowd + gap + 0.01 * rng.standard_normal(50)}
@@ -65,6 +66,10 @@ def test_the_reading_names_a_dilemma_only_where_defecting_pays_and_costs_all(dil
     assert "does not out-earn them, a lone coop among defect out-earns" in dil.reading(
         plain, "defect", "coop"
     )
+    # Crowds that earn alike (paired CI around 0) are no dilemma, whoever out-earns whom.
+    tie = _got({"coop": 12.0, "defect": 11.9}, {("coop", "defect"): 5.0, ("defect", "coop"): -3.0})
+    assert "dilemma" not in dil.reading(tie, "coop", "defect")
+    assert "within its 95% CI of 0" in dil.reading(tie, "coop", "defect")
 
 
 def test_the_table_and_bad_input(dil, capsys):

@@ -441,6 +441,17 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
                 assert getattr(cfg, f.name) == getattr(shipped, f.name), f.name
 
 
+def test_the_seller_experiment_config_changes_only_the_expert_pull():
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    pull = load_train_config("agents/rl/configs/experiments/seller_retail_pull.toml")
+    assert (pull.expert_coef, pull.expert_pull, pull.expert_configs) == (0.5, "pair", ("retail",))
+    assert (shipped.expert_coef, shipped.expert_configs) == (0.0, ())
+    changed = {"expert_coef", "expert_pull", "expert_configs", "source"}
+    for f in dataclasses.fields(TrainConfig):
+        if f.name not in changed:
+            assert getattr(pull, f.name) == getattr(shipped, f.name), f.name
+
+
 _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
 
 
@@ -560,6 +571,29 @@ def test_a_team_return_run_trains_other_weights_and_records_the_option(tmp_path)
     assert json.loads((own / "config.json").read_text())["training"]["team_return"] is False
     a, b = load_file(str(own / "model.safetensors")), load_file(str(team / "model.safetensors"))
     assert any(not torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_expert_pull_can_be_kept_to_some_base_configs(tmp_path):
+    family = ConfigFamily(
+        configs=(("small", SMALL), ("wide", dataclasses.replace(SMALL, buyers=6))),
+    )
+    for i in range(20):  # naming the base config changes no draw
+        a, b = np.random.default_rng(i), np.random.default_rng(i)
+        name, cfg = family.sample_named(a)
+        assert cfg == family.sample(b) and cfg.buyers == {"small": 4, "wide": 6}[name]
+    cfg = _tiny(tmp_path, family=family, iterations=8, expert_coef=1.0, expert_pull="pair",
+                expert_configs=("wide",))  # fmt: skip
+    out = train(cfg, tmp_path / "run", progress=False)
+    rows = [r for r in csv.DictReader(open(out / "curve.csv")) if r["phase"] == "train"]
+    pulled = {int(r["buyers"]): [] for r in rows}
+    for r in rows:
+        pulled[int(r["buyers"])].append(float(r["expert_nll"]))
+    assert set(pulled) == {4, 6}  # both configs were drawn
+    assert all(x == 0.0 for x in pulled[4]) and all(x > 0.0 for x in pulled[6])
+    with pytest.raises(ValueError, match="not in family.configs"):
+        dataclasses.replace(cfg, expert_configs=("retail",))
+    with pytest.raises(ValueError, match="needs train.expert_coef"):
+        dataclasses.replace(cfg, expert_coef=0.0)
 
 
 def test_the_expert_pull_covers_the_price_level_only_when_asked():

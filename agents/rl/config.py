@@ -104,7 +104,11 @@ class ConfigFamily:
                 )
 
     def sample(self, rng: np.random.Generator) -> MarketConfig:
-        _, base = self.configs[int(rng.integers(len(self.configs)))]
+        return self.sample_named(rng)[1]
+
+    def sample_named(self, rng: np.random.Generator) -> tuple[str, MarketConfig]:
+        """``sample``, with the name of the base config drawn (the same draws)."""
+        name, base = self.configs[int(rng.integers(len(self.configs)))]
         changes: dict[str, Any] = {}
         for name, (a, b) in self.jitter:
             x = getattr(base, name) + rng.uniform(a, b)
@@ -124,7 +128,7 @@ class ConfigFamily:
         changes["disclosure"] = self.disclosure[int(rng.integers(len(self.disclosure)))]
         if self.agent_share is not None:
             changes["agent_share"] = float(rng.uniform(*self.agent_share))
-        return dataclasses.replace(base, **changes)
+        return name, dataclasses.replace(base, **changes)
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,10 @@ class TrainConfig:
     expert_coef: float = 0.0
     """Seller side: weight of the expert's move's negative log-likelihood in the loss (a
     pull toward the greedy matcher's play wherever departing has not proved better)."""
+    expert_configs: tuple[str, ...] = ()
+    """The base configs (of ``[family]``) whose batches get the expert pull; empty: every
+    batch. A pull on retail-like batches alone asks the seller to keep the expert's pair
+    there and leaves it free to depart where the signals mislead the expert."""
     expert_pull: str = "move"
     """What ``expert_coef`` pulls toward: "move" (the expert's pair and its price level)
     or "pair" (the pair alone, prices left to the learner and its warm start)."""
@@ -272,6 +280,15 @@ class TrainConfig:
             raise ValueError(
                 f"train.expert_pull: expected 'move' or 'pair', got {self.expert_pull!r}"
             )
+        object.__setattr__(self, "expert_configs", tuple(str(c) for c in self.expert_configs))
+        names = [name for name, _ in self.family.configs]
+        unknown = [c for c in self.expert_configs if c not in names]
+        if unknown:
+            raise ValueError(
+                f"train.expert_configs: {unknown[0]!r} is not in family.configs ({names})"
+            )
+        if self.expert_configs and not self.expert_coef:
+            raise ValueError("train.expert_configs: needs train.expert_coef > 0")
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
         if self.ref_coef and not (self.imitate and self.imitation_iterations):

@@ -489,10 +489,19 @@ def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict
 
 # ---------------------------------------------------------------------- update
 def ppo_update(
-    policy, optimizer, data: dict, cfg: TrainConfig, ent_coef: float, g: torch.Generator
+    policy,
+    optimizer,
+    data: dict,
+    cfg: TrainConfig,
+    ent_coef: float,
+    g: torch.Generator,
+    expert_coef: float | None = None,
 ) -> dict[str, float]:
     """PPO's epochs over one rollout; with ``data["ref_pair"]`` (``reference_logp``), plus
-    ``cfg.ref_coef`` times the KL divergence from the policy to the reference."""
+    ``cfg.ref_coef`` times the KL divergence from the policy to the reference, and
+    ``expert_coef`` (default ``cfg.expert_coef``; 0 for batches outside
+    ``cfg.expert_configs``) times the expert's negative log-likelihood."""
+    expert_coef = cfg.expert_coef if expert_coef is None else expert_coef
     n = data["adv"].shape[0]
     stats: dict[str, list] = {
         k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
@@ -512,7 +521,7 @@ def ppo_update(
                     data["level"][idx],
                     data["level_ok"][idx],
                 )
-                if cfg.expert_coef > 0:
+                if expert_coef > 0:
                     expert = _expert_nll(policy, logits, plog, data, idx, cfg.expert_pull)
                 if "ref_pair" in data:
                     ref_kl = (
@@ -535,7 +544,7 @@ def ppo_update(
             ratio = log_ratio.exp()
             pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
             v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
-            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + cfg.expert_coef * expert
+            loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + expert_coef * expert
             if "ref_pair" in data:
                 loss = loss + cfg.ref_coef * ref_kl
             optimizer.zero_grad()
@@ -825,8 +834,9 @@ def train(
             group["lr"] = lr
         ent_coef = cfg.ent_coef + frac * (cfg.ent_end - cfg.ent_coef)
         rng = iteration_rng(cfg, i)
-        market = cfg.family.sample(rng)
+        base, market = cfg.family.sample_named(rng)
         env_seed = int(rng.integers(2**31))
+        pull = cfg.expert_coef if not cfg.expert_configs or base in cfg.expert_configs else 0.0
         policy.net.cpu()
         rollout = (seller_rollout if cfg.side == "seller" else buyer_rollout)(
             policy, market, opponents, weights, cfg, env_seed
@@ -835,7 +845,7 @@ def train(
         data = {k: v.to(device) for k, v in rollout.data.items()}
         if reference is not None:
             data.update(reference_logp(reference.to(device), data))
-        upd = ppo_update(policy, optimizer, data, cfg, ent_coef, _torch_generator(rng))
+        upd = ppo_update(policy, optimizer, data, cfg, ent_coef, _torch_generator(rng), pull)
         policy.net.cpu()
         samples += int(data["adv"].shape[0])
         row = {

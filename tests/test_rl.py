@@ -575,12 +575,13 @@ def test_a_team_return_run_trains_other_weights_and_records_the_option(tmp_path)
 
 def test_the_expert_pull_can_be_kept_to_some_base_configs(tmp_path):
     family = ConfigFamily(
-        configs=(("small", SMALL), ("wide", dataclasses.replace(SMALL, buyers=6))),
+        configs=(("small", SMALL), ("wide", dataclasses.replace(SMALL, buyers=8))),
+        jitter=(("buyers", (-1.0, 1.0)), ("signal_noise", (0.0, 0.05))),
     )
     for i in range(20):  # naming the base config changes no draw
         a, b = np.random.default_rng(i), np.random.default_rng(i)
         name, cfg = family.sample_named(a)
-        assert cfg == family.sample(b) and cfg.buyers == {"small": 4, "wide": 6}[name]
+        assert cfg == family.sample(b) and abs(cfg.buyers - {"small": 4, "wide": 8}[name]) <= 1
     cfg = _tiny(tmp_path, family=family, iterations=8, expert_coef=1.0, expert_pull="pair",
                 expert_configs=("wide",))  # fmt: skip
     out = train(cfg, tmp_path / "run", progress=False)
@@ -588,8 +589,10 @@ def test_the_expert_pull_can_be_kept_to_some_base_configs(tmp_path):
     pulled = {int(r["buyers"]): [] for r in rows}
     for r in rows:
         pulled[int(r["buyers"])].append(float(r["expert_nll"]))
-    assert set(pulled) == {4, 6}  # both configs were drawn
-    assert all(x == 0.0 for x in pulled[4]) and all(x > 0.0 for x in pulled[6])
+    small = [x for n, xs in pulled.items() if n <= 5 for x in xs]
+    wide = [x for n, xs in pulled.items() if n >= 7 for x in xs]
+    assert small and wide  # both configs were drawn
+    assert all(x == 0.0 for x in small) and all(x > 0.0 for x in wide)
     with pytest.raises(ValueError, match="not in family.configs"):
         dataclasses.replace(cfg, expert_configs=("retail",))
     with pytest.raises(ValueError, match="needs train.expert_coef"):

@@ -108,7 +108,7 @@ class ConfigFamily:
 
     def sample_named(self, rng: np.random.Generator) -> tuple[str, MarketConfig]:
         """``sample``, with the name of the base config drawn (the same draws)."""
-        name, base = self.configs[int(rng.integers(len(self.configs)))]
+        drawn, base = self.configs[int(rng.integers(len(self.configs)))]
         changes: dict[str, Any] = {}
         for name, (a, b) in self.jitter:
             x = getattr(base, name) + rng.uniform(a, b)
@@ -128,7 +128,7 @@ class ConfigFamily:
         changes["disclosure"] = self.disclosure[int(rng.integers(len(self.disclosure)))]
         if self.agent_share is not None:
             changes["agent_share"] = float(rng.uniform(*self.agent_share))
-        return name, dataclasses.replace(base, **changes)
+        return drawn, dataclasses.replace(base, **changes)
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,9 @@ def test_sampling_explores_and_greedy_does_not():
     np.testing.assert_array_equal(g1["profit"], g2["profit"])  # greedy ignores it
 
 
-def _random_net(seed: int) -> RLSeller:
+def _random_net(seed: int, film: bool = False) -> RLSeller:
     """A seller whose every weight is drawn (heads included: they start at zero)."""
-    s = RLSeller(hidden=16)
+    s = RLSeller(hidden=16, film=film)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in s.net.parameters():
@@ -105,7 +105,7 @@ def test_play_without_gradients_gives_the_training_numbers_to_the_bit():
     order, so logits, embeddings and values equal the differentiable pass exactly."""
     rng = np.random.default_rng(0)
     for seed in range(24):
-        net = _random_net(seed).net
+        net = _random_net(seed, film=seed % 2 == 1).net  # with the market gate on odd seeds
         b, n, m = (int(x) for x in rng.integers(1, 9, size=3))
         f = [
             torch.from_numpy(rng.normal(size=shape).astype(np.float32))
@@ -128,6 +128,31 @@ def test_play_without_gradients_gives_the_training_numbers_to_the_bit():
         assert torch.equal(logits, logits3) and value3 is None
         flat = open_.reshape(b, n * m)
         assert torch.equal(h[flat], h3[flat])  # the only pairs play reads
+
+
+def test_the_market_gate_starts_as_no_gate_and_then_changes_the_play():
+    torch.manual_seed(3)
+    plain = RLSeller(hidden=16)
+    torch.manual_seed(3)
+    gated = RLSeller(hidden=16, film=True)
+    for k, v in plain.net.state_dict().items():  # the other layers start the same
+        assert torch.equal(v, gated.net.state_dict()[k])
+    rng = np.random.default_rng(1)
+    f = [
+        torch.from_numpy(rng.normal(size=shape).astype(np.float32))
+        for shape in ((3, 4, 2, gated.net.cfg.features[0]), (3, 4, gated.net.cfg.features[1]),
+                      (3, 2, gated.net.cfg.features[2]), (3, gated.net.cfg.features[3]))
+    ]  # fmt: skip
+    open_ = torch.ones(3, 4, 2, dtype=torch.bool)
+    with torch.no_grad():
+        for head in (plain.net.pair_head, gated.net.pair_head):
+            head.weight.fill_(0.3)
+        a, b = plain.net(*f, open_)[0], gated.net(*f, open_)[0]
+        assert torch.equal(a, b)  # a zero gate scales by exactly 1
+        gated.net.film.bias.fill_(0.5)
+        assert not torch.equal(a, gated.net(*f, open_)[0])
+    with pytest.raises(ValueError, match="seller-side"):
+        _tiny(Path("."), "buyer", film=True)
 
 
 def test_play_buffers_follow_the_input_and_stay_out_of_copies():
@@ -441,15 +466,22 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
                 assert getattr(cfg, f.name) == getattr(shipped, f.name), f.name
 
 
-def test_the_seller_experiment_config_changes_only_the_expert_pull():
+@pytest.mark.parametrize(
+    ("name", "changed"),
+    [
+        ("seller_retail_pull", {"expert_coef": 0.5, "expert_pull": "pair",
+                                "expert_configs": ("retail",)}),
+        ("seller_film", {"film": True}),
+    ],
+)  # fmt: skip
+def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
     shipped = load_train_config("agents/rl/configs/seller.toml")
-    pull = load_train_config("agents/rl/configs/experiments/seller_retail_pull.toml")
-    assert (pull.expert_coef, pull.expert_pull, pull.expert_configs) == (0.5, "pair", ("retail",))
-    assert (shipped.expert_coef, shipped.expert_configs) == (0.0, ())
-    changed = {"expert_coef", "expert_pull", "expert_configs", "source"}
+    run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
     for f in dataclasses.fields(TrainConfig):
-        if f.name not in changed:
-            assert getattr(pull, f.name) == getattr(shipped, f.name), f.name
+        if f.name in changed:
+            assert getattr(run, f.name) == changed[f.name] != getattr(shipped, f.name), f.name
+        elif f.name != "source":
+            assert getattr(run, f.name) == getattr(shipped, f.name), f.name
 
 
 _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"

@@ -169,6 +169,9 @@ class TrainConfig:
     """Seller reward's cost per violation (in units of W*_T)."""
     hidden: int = 48
     """Width of the network."""
+    film: bool = False
+    """Seller side: a per-market gate on the network's second layer
+    (``agents.rl.nets.SellerNetConfig.film``)."""
     imitate: str = ""
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
@@ -274,6 +277,8 @@ class TrainConfig:
             raise ValueError("no [family]: the learner needs markets")
         if self.learned_disclosure and self.side != "buyer":
             raise ValueError("train.learned_disclosure: a buyer-side option")
+        if self.film and self.side != "seller":
+            raise ValueError("train.film: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
         if self.expert_pull not in ("move", "pair"):

@@ -36,6 +36,10 @@ class SellerNetConfig:
     """Price levels of the price head (the offsets of the policy plus the bid level)."""
     hidden: int = 48
     """Width of every layer (the cost of play grows with it: ``benchmarks/training.py``)."""
+    film: bool = False
+    """Scale the second layer's units per market by ``1 + tanh(W whole)``, ``whole`` the
+    mean first-layer embedding of the market's open pairs (a FiLM-style gate: what the
+    market is like can switch pair features on and off, not only shift them)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(int(f) for f in self.features))
@@ -66,6 +70,10 @@ class SellerNet(nn.Module):
         for head in (self.pair_head, self.price_head):
             nn.init.zeros_(head.weight)
             nn.init.zeros_(head.bias)
+        if cfg.film:  # created last, and zero: the other layers start as without it
+            self.film = nn.Linear(h, h)
+            nn.init.zeros_(self.film.weight)
+            nn.init.zeros_(self.film.bias)
         self._workspace: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def forward(
@@ -101,6 +109,8 @@ class SellerNet(nn.Module):
         h2 = torch.relu(
             self.mix_pair(h1) + (side[:, :, None] + self.mix_product(by_product)[:, None])
         )
+        if self.cfg.film:
+            h2 = h2 * self._gate(whole)
         h2 = h2 * keep
         logits = self.pair_head(h2).reshape(b, n * m)
         logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
@@ -134,6 +144,8 @@ class SellerNet(nn.Module):
         h2 = torch.addmm(e.bias, x, e.weight.t(), out=y).view(full)  # h1 is spent after this
         rest = torch.add(side[:, :, None], self.mix_product(by_product)[:, None], out=x.view(full))
         h2.add_(rest).relu_()
+        if self.cfg.film:
+            h2.mul_(self._gate(whole))
         if value:  # greedy play reads h2 at open pairs only, where the mask is 1
             h2.mul_(keep)
         logits = self.pair_head(h2).reshape(b, n * m)
@@ -142,6 +154,10 @@ class SellerNet(nn.Module):
             return logits, h2.view(b, n * m, -1), None
         pooled = torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
         return logits, h2.view(b, n * m, -1), self.value_head(pooled)[:, 0]
+
+    def _gate(self, whole: torch.Tensor) -> torch.Tensor:
+        """(B, H) market summary -> (B, 1, 1, H) per-unit scales in (0, 2)."""
+        return (1.0 + torch.tanh(self.film(whole)))[:, None, None, :]
 
     def _scratch(self, rows: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Two (rows, H) buffers of this thread, kept while the size stays the same."""

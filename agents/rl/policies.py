@@ -146,6 +146,7 @@ class RLSeller(SellerPolicy):
         expert_offsets: tuple[float, ...] = EXPERT_OFFSETS,
         markups: tuple[float, ...] = MARKUPS,
         hidden: int = 48,
+        film: bool = False,
     ) -> None:
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
@@ -155,7 +156,7 @@ class RLSeller(SellerPolicy):
         if not self.expert_offsets or self.expert_offsets[0] != 0.0:
             raise ValueError("expert_offsets must start with 0.0 (the expert's own price)")
         if net is None:
-            net = SellerNet(SellerNetConfig(SELLER_FEATURES, self.levels, hidden))
+            net = SellerNet(SellerNetConfig(SELLER_FEATURES, self.levels, hidden, film))
         if net.cfg.levels != self.levels or net.cfg.features != SELLER_FEATURES:
             raise ValueError("the network's levels or features do not fit this policy")
         self.net = net

@@ -715,7 +715,7 @@ def _new_policy(cfg: TrainConfig):
         return policy
     torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from torch's RNG
     if cfg.side == "seller":
-        return RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
+        return RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden, film=cfg.film)
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)
 

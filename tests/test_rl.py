@@ -472,6 +472,8 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
         ("seller_retail_pull", {"expert_coef": 0.5, "expert_pull": "pair",
                                 "expert_configs": ("retail",)}),
         ("seller_film", {"film": True}),
+        ("seller_film_pull", {"film": True, "expert_coef": 0.1, "expert_pull": "pair",
+                              "expert_configs": ("retail",)}),
     ],
 )  # fmt: skip
 def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):

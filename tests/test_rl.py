@@ -486,6 +486,31 @@ def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
             assert getattr(run, f.name) == getattr(shipped, f.name), f.name
 
 
+def test_a_config_can_extend_another_and_name_only_what_differs(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "b.toml").write_text(
+        "[train]\nlr = 1e-3\niterations = 7\n[[opponents]]\nname = '../ckpt'\n"
+        "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
+    )
+    child = _write(tmp_path / "c.toml", "extends = 'base/b.toml'\n[train]\niterations = 9\n")
+    cfg = load_train_config(str(child))
+    assert (cfg.lr, cfg.iterations) == (1e-3, 9)  # [train] merged key by key
+    assert [o.name for o in cfg.opponents] == ["ckpt", "truthful"]  # the path still points there
+    assert Path(cfg.resolve(cfg.opponents[0].name)).resolve() == (tmp_path / "ckpt").resolve()
+    assert cfg.family.configs[0][1].buyers == 3
+    other = _write(tmp_path / "d.toml", "extends = 'c.toml'\n[[opponents]]\nname = 'haggler'\n")
+    assert [o.name for o in load_train_config(str(other)).opponents] == ["haggler"]  # replaced
+    for text, words in [
+        ("extends = 'e.toml'\n", "extends it back"),
+        ("extends = 'nowhere.toml'\n", "nowhere.toml: cannot read"),
+        ("extends = 3\n", "path of another training config"),
+        ("extends = 'c.toml'\ntrain = 3\n", "must be a table"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            load_train_config(str(_write(tmp_path / "e.toml", text)))
+
+
 _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
 
 

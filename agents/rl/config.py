@@ -25,12 +25,23 @@ A file::
     ...
 
 Checkpoint paths in ``[[opponents]]`` and ``train.init`` are relative to the file.
+
+A file may start from another one and name only what differs::
+
+    extends = "../seller.toml"   # relative to this file
+    [train]
+    film = true                  # [train] keys override the other file's one by one
+
+``[train]`` is merged key by key; ``[[opponents]]``, ``[family]`` and ``[markets]``, where
+given, replace the other file's. Paths taken over from the other file keep pointing
+where they pointed there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,11 +334,43 @@ class TrainConfig:
 
 def load_train_config(path: str, **overrides: Any) -> TrainConfig:
     """Read a training config file; every problem is one ValueError naming the file."""
-    data = read_toml(path, "training config")
+    data = _read(str(path))
     try:
         return _from_dict(data, path, overrides)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: {err}") from None
+
+
+def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
+    """The file's tables, merged over those of the file it ``extends`` (module docstring)."""
+    data = read_toml(path, "training config")
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"{path}: extends: write the path of another training config")
+    here = os.path.dirname(path)
+    base_path = os.path.normpath(os.path.join(here, base))
+    chain = (*chain, os.path.realpath(path))
+    if os.path.realpath(base_path) in chain:
+        raise ValueError(f"{path}: extends {base!r}, which extends it back")
+    parent = _read(base_path, chain)
+    for name, tables in ((path, data), (base_path, parent)):
+        if not isinstance(tables.get("train", {}), dict):
+            raise ValueError(f"{name}: [train] must be a table")
+    there = os.path.dirname(base_path)
+
+    def moved(name: str) -> str:  # a path relative to the other file, made relative to this
+        candidate = os.path.join(there, name)
+        return os.path.relpath(candidate, here or ".") if os.path.exists(candidate) else name
+
+    for row in parent.get("opponents", []):
+        if isinstance(row, dict) and isinstance(row.get("name"), str):
+            row["name"] = moved(row["name"])
+    train = dict(parent.get("train", {}))
+    if isinstance(train.get("init"), str) and train["init"]:
+        train["init"] = moved(train["init"])
+    return {**parent, **data, "train": {**train, **data.get("train", {})}}
 
 
 def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:

@@ -56,11 +56,7 @@ def surplus(batch: MarketBatch, seller: str, crowd: str, newcomer: str) -> dict[
     n = batch.values.shape[1]
     policy = buyers(crowd, newcomer, n)
     engine = play_batch(batch, registry.make(seller, "seller", seed=0), policy)
-    got = engine.bought >= 0
-    j = np.where(got, engine.bought, 0)
-    value = np.take_along_axis(batch.values, j[..., None], axis=2)[..., 0]
-    cost = np.take_along_axis(batch.costs, j, axis=1)
-    own = np.where(got, value - engine.paid, 0.0)  # (B, N)
+    own = engine.buyer_surplus()  # (B, N)
     new = policy.assign(batch.is_agent, batch.keys) == 1
     assert np.all(new.sum(axis=1) == 1), "one newcomer per market"
     return {
@@ -68,7 +64,7 @@ def surplus(batch: MarketBatch, seller: str, crowd: str, newcomer: str) -> dict[
         "newcomer": own[new],
         "buyers": own.sum(axis=1),
         "per_buyer": own.mean(axis=1),
-        "profit": np.where(got, engine.paid - cost, 0.0).sum(axis=1),
+        "profit": engine.profit.copy(),
     }
 
 

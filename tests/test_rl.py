@@ -474,15 +474,30 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
         ("seller_film", {"film": True}),
         ("seller_film_pull", {"film": True, "expert_coef": 0.1, "expert_pull": "pair",
                               "expert_configs": ("retail",)}),
+        ("seller_distill", {"iterations": 100, "init": "../../checkpoints/rl_seller",
+                            "imitate": "", "imitation_iterations": 0, "teacher_coef": 1.0,
+                            "teachers": (("retail", "../../../../runs/seller_retail_only"),
+                                         ("wholesale", "../../checkpoints/rl_seller"))}),
     ],
 )  # fmt: skip
 def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
+    """Each experiment config is the shipped seller.toml with the changes it names."""
     shipped = load_train_config("agents/rl/configs/seller.toml")
     run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
     for f in dataclasses.fields(TrainConfig):
         if f.name in changed:
             assert getattr(run, f.name) == changed[f.name] != getattr(shipped, f.name), f.name
         elif f.name != "source":
+            assert getattr(run, f.name) == getattr(shipped, f.name), f.name
+
+
+def test_the_retail_only_config_is_the_shipped_one_on_retail_batches_alone():
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    run = load_train_config("agents/rl/configs/experiments/seller_retail_only.toml")
+    assert shipped.family.configs[0][0] == "retail" and run.iterations == 100
+    assert run.family == dataclasses.replace(shipped.family, configs=shipped.family.configs[:1])
+    for f in dataclasses.fields(TrainConfig):
+        if f.name not in ("family", "iterations", "source"):
             assert getattr(run, f.name) == getattr(shipped, f.name), f.name
 
 
@@ -499,6 +514,13 @@ def test_a_config_can_extend_another_and_name_only_what_differs(tmp_path):
     assert [o.name for o in cfg.opponents] == ["ckpt", "truthful"]  # the path still points there
     assert Path(cfg.resolve(cfg.opponents[0].name)).resolve() == (tmp_path / "ckpt").resolve()
     assert cfg.family.configs[0][1].buyers == 3
+    teach = _write(
+        tmp_path / "base" / "t.toml",
+        "extends = 'b.toml'\n[train]\nteacher_coef = 1.0\nteachers = { a = '../ckpt' }\n",
+    )
+    taught = load_train_config(str(_write(tmp_path / "u.toml", "extends = 'base/t.toml'\n")))
+    assert taught.teachers == (("a", "ckpt"),)  # a teacher's path still points there too
+    assert load_train_config(str(teach)).teachers == (("a", "../ckpt"),)
     other = _write(tmp_path / "d.toml", "extends = 'c.toml'\n[[opponents]]\nname = 'haggler'\n")
     assert [o.name for o in load_train_config(str(other)).opponents] == ["haggler"]  # replaced
     for text, words in [
@@ -529,6 +551,15 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[train]\nref_coef = -0.1\nimitate = 'greedy_matcher'\n" + _GOOD, "ref_coef"),
         ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
         ("[train]\nteam_return = true\n" + _GOOD, "team_return"),
+        ("[train]\nteacher_coef = 1.0\n" + _GOOD, "go together"),
+        ("[train]\nteachers = { a = 'x' }\n" + _GOOD, "go together"),
+        ("[train]\nteacher_coef = 1\nteachers = { b = 'x' }\n" + _GOOD, "'b' is not in"),
+        ("[train]\nteacher_coef = 1\nteachers = { a = 3 }\n" + _GOOD, "teachers.a"),
+        ("[train]\nteacher_coef = 1\nteachers = ['a']\n" + _GOOD, "teachers"),
+        (
+            "[train]\nside = 'buyer'\nteacher_coef = 1\nteachers = { a = 'x' }\n" + _GOOD,
+            "seller-side",
+        ),
     ],
 )
 def test_bad_training_configs_name_the_problem(tmp_path, text, words):
@@ -707,6 +738,57 @@ def test_kl_divergence_matches_torch_distributions_where_options_are_excluded():
     same = torch.randn(4, 5, generator=g)
     zero = kl_divergence(same, torch.log_softmax(same, -1))
     assert torch.allclose(zero, torch.zeros(4), atol=1e-6)
+
+
+def _teacher(path, seed: int) -> Path:
+    """A seller checkpoint with random weights everywhere (its heads too): a play of its own."""
+    torch.manual_seed(seed)
+    policy = RLSeller(seed=seed, greedy=False, hidden=16)
+    with torch.no_grad():
+        for p in policy.net.parameters():
+            p.normal_(0.0, 0.5)
+    return checkpoint.save(path, policy, name=f"teacher{seed}")
+
+
+def test_a_seller_is_pulled_toward_the_teacher_of_its_batchs_config_only(tmp_path):
+    from agents.rl.ppo import _opponents, kl_divergence, reference_logp, seller_rollout
+
+    other = MarketConfig(buyers=3, products=3, inventory=2, turns=4, patience=2)
+    family = ConfigFamily(configs=(("small", SMALL), ("other", other)))
+    a = _teacher(tmp_path / "a", 1)
+    cfg = _tiny(tmp_path, family=family, iterations=20, teacher_coef=20.0, target_kl=0.0,
+                lr=1e-2, teachers={"small": str(a)})  # fmt: skip
+    start = checkpoint.load(train(cfg, tmp_path / "start", progress=False, until=0), greedy=False)
+    end = checkpoint.load(train(cfg, tmp_path / "run", progress=False), greedy=False)
+    teacher = checkpoint.load(a).net
+
+    def kl(student) -> float:
+        data = seller_rollout(student, SMALL, _opponents(cfg, 7), [1.0, 1.0], cfg, 11).data
+        mine, theirs = reference_logp(student.net, data), reference_logp(teacher, data)
+        return sum(float(kl_divergence(mine[k], theirs[k]).mean()) for k in mine)
+
+    assert kl(end) < 0.5 * kl(start)
+    # The pull (and its logged KL) is on the teacher's config's batches alone.
+    with open(tmp_path / "run" / "curve.csv", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["phase"] == "train"]
+    logged = {(r["buyers"], r["ref_kl"] != "") for r in rows}
+    assert logged == {("4", True), ("3", False)}
+    training = json.loads((tmp_path / "run" / "config.json").read_text())["training"]
+    assert training["teachers"] == {"small": str(a)} and training["teacher_coef"] == 20.0
+
+
+def test_teachers_that_cannot_teach_are_one_error(tmp_path):
+    buyer = checkpoint.save(tmp_path / "buyer", RLBuyer(hidden=16), name="b")
+    coarse = RLSeller(hidden=16, offsets=(0.0, 0.1))  # fewer price levels than the learner
+    coarse = checkpoint.save(tmp_path / "coarse", coarse, name="coarse")
+    for path, words in [
+        (tmp_path / "nowhere", "train.teachers.small: .*no such checkpoint"),
+        (buyer, "not a seller checkpoint"),
+        (coarse, "price levels; the learner"),
+    ]:
+        cfg = _tiny(tmp_path, teacher_coef=1.0, teachers={"small": str(path)})
+        with pytest.raises(ValueError, match=words):
+            train(cfg, tmp_path / f"run_{path.name}", progress=False)
 
 
 def test_the_pull_to_the_warm_start_is_saved_resumed_and_holds_the_policy_near_it(tmp_path):

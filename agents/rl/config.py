@@ -24,7 +24,8 @@ A file::
     buyers = 8
     ...
 
-Checkpoint paths in ``[[opponents]]`` and ``train.init`` are relative to the file.
+Checkpoint paths in ``[[opponents]]``, ``train.init`` and ``train.teachers`` are relative
+to the file.
 
 A file may start from another one and name only what differs::
 
@@ -216,6 +217,15 @@ class TrainConfig:
     network as the imitation left it, frozen) in the loss, so that departures from the
     warm start must pay for themselves in advantage (0: no such term). On the shipped
     family 0.05 held retail near the warm start but wholesale too (README)."""
+    teachers: tuple[tuple[str, str], ...] = ()
+    """Seller side: a frozen seller checkpoint per base config of ``[family]``, written
+    ``teachers = { retail = "DIR", wholesale = "DIR" }`` (paths relative to the file).
+    On a batch drawn from a named config the loss adds ``teacher_coef`` times the KL
+    divergence from the policy to that config's teacher, on the policy's own states
+    (on-policy distillation): one network learns the play of specialists, each trained
+    on its own configs. Teachers must see the same features as the learner."""
+    teacher_coef: float = 0.0
+    """Weight of the KL divergence to the batch's teacher (``teachers``)."""
     team_return: bool = False
     """Buyer side, a study option that the shipped buyers never use: every decision's
     return is the mean, over its market's buyers, of their surplus from then on (a pooled
@@ -276,6 +286,7 @@ class TrainConfig:
             "target_kl",
             "expert_coef",
             "ref_coef",
+            "teacher_coef",
             "imitation_patience",
         ):
             if not getattr(self, name) >= 0:
@@ -305,10 +316,32 @@ class TrainConfig:
             )
         if self.expert_configs and not self.expert_coef:
             raise ValueError("train.expert_configs: needs train.expert_coef > 0")
+        self._check_teachers(names)
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
         if self.ref_coef and not (self.imitate and self.imitation_iterations):
             raise ValueError("train.ref_coef: needs a warm start (imitate, imitation_iterations)")
+
+    def _check_teachers(self, names: list[str]) -> None:
+        teachers = self.teachers
+        if isinstance(teachers, dict):
+            teachers = teachers.items()
+        try:
+            pairs = tuple(sorted((str(k), v) for k, v in teachers))
+        except (TypeError, ValueError):
+            raise ValueError('train.teachers: write teachers = { CONFIG = "DIR", ... }') from None
+        for name, path in pairs:
+            if not isinstance(path, str) or not path:
+                raise ValueError(f"train.teachers.{name}: expected a checkpoint directory")
+            if name not in names:
+                raise ValueError(f"train.teachers: {name!r} is not in family.configs ({names})")
+        object.__setattr__(self, "teachers", pairs)
+        if pairs and self.side != "seller":
+            raise ValueError("train.teachers: a seller-side option")
+        if bool(pairs) != bool(self.teacher_coef):
+            raise ValueError("train.teachers and train.teacher_coef > 0 go together")
+        if pairs and self.ref_coef:
+            raise ValueError("train.teachers: not together with train.ref_coef")
 
     def resolve(self, path: str) -> str:
         """A path from the file, relative to the file's folder (registry names pass)."""
@@ -329,6 +362,7 @@ class TrainConfig:
             "price_scale": list(fam.price_scale),
         }
         out["opponents"] = [dataclasses.asdict(o) for o in self.opponents]
+        out["teachers"] = dict(self.teachers)
         return out
 
 
@@ -370,6 +404,10 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
     train = dict(parent.get("train", {}))
     if isinstance(train.get("init"), str) and train["init"]:
         train["init"] = moved(train["init"])
+    if isinstance(train.get("teachers"), dict):
+        train["teachers"] = {
+            k: moved(v) if isinstance(v, str) and v else v for k, v in train["teachers"].items()
+        }
     return {**parent, **data, "train": {**train, **data.get("train", {})}}
 
 

@@ -496,12 +496,15 @@ def ppo_update(
     ent_coef: float,
     g: torch.Generator,
     expert_coef: float | None = None,
+    ref_coef: float | None = None,
 ) -> dict[str, float]:
     """PPO's epochs over one rollout; with ``data["ref_pair"]`` (``reference_logp``), plus
-    ``cfg.ref_coef`` times the KL divergence from the policy to the reference, and
+    ``ref_coef`` (default ``cfg.ref_coef``; ``cfg.teacher_coef`` where the reference is
+    the batch's teacher) times the KL divergence from the policy to the reference, and
     ``expert_coef`` (default ``cfg.expert_coef``; 0 for batches outside
     ``cfg.expert_configs``) times the expert's negative log-likelihood."""
     expert_coef = cfg.expert_coef if expert_coef is None else expert_coef
+    ref_coef = cfg.ref_coef if ref_coef is None else ref_coef
     n = data["adv"].shape[0]
     stats: dict[str, list] = {
         k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
@@ -546,7 +549,7 @@ def ppo_update(
             v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
             loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + expert_coef * expert
             if "ref_pair" in data:
-                loss = loss + cfg.ref_coef * ref_kl
+                loss = loss + ref_coef * ref_kl
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
@@ -606,6 +609,28 @@ def _load_reference(out: Path, like: nn.Module) -> nn.Module:
     except (OSError, RuntimeError, ValueError, SafetensorError) as err:
         raise TrainError(f"{out}: cannot resume ({REFERENCE}: {err})") from None
     return ref.requires_grad_(False).eval()
+
+
+def _load_teachers(cfg: TrainConfig, like: RLSeller) -> dict[str, nn.Module]:
+    """``cfg.teachers``' networks, frozen, by base config; one error for a checkpoint that
+    is not a seller or sees other features than the learner."""
+    out = {}
+    for name, path in cfg.teachers:
+        where = cfg.resolve(path)
+        try:
+            teacher = checkpoint.load(where, greedy=False)
+        except checkpoint.CheckpointError as err:
+            raise TrainError(f"train.teachers.{name}: {err}") from None
+        if not isinstance(teacher, RLSeller):
+            raise TrainError(f"train.teachers.{name}: {where} is not a seller checkpoint")
+        mine, theirs = like.net.cfg, teacher.net.cfg
+        if (mine.features, mine.levels) != (theirs.features, theirs.levels):
+            raise TrainError(
+                f"train.teachers.{name}: {where} sees features {theirs.features} and "
+                f"{theirs.levels} price levels; the learner {mine.features} and {mine.levels}"
+            )
+        out[name] = teacher.net.requires_grad_(False).eval()
+    return out
 
 
 def _expert_nll(
@@ -809,6 +834,7 @@ def train(
         else:  # the warm start as the imitation left it
             reference = copy.deepcopy(policy.net).requires_grad_(False).eval()
             _save_reference(out, reference)
+    teachers = _load_teachers(cfg, policy) if cfg.teachers else {}
     if start == 0:
         row = {"iteration": 0, "phase": "eval", "samples": 0, "wall_s": 0.0}
         row.update(_prefixed(evaluate(policy, cfg, _reference(cfg)), "eval_"))
@@ -845,7 +871,13 @@ def train(
         data = {k: v.to(device) for k, v in rollout.data.items()}
         if reference is not None:
             data.update(reference_logp(reference.to(device), data))
-        upd = ppo_update(policy, optimizer, data, cfg, ent_coef, _torch_generator(rng), pull)
+        ref_coef = None
+        if base in teachers:
+            data.update(reference_logp(teachers[base].to(device), data))
+            ref_coef = cfg.teacher_coef
+        upd = ppo_update(
+            policy, optimizer, data, cfg, ent_coef, _torch_generator(rng), pull, ref_coef
+        )
         policy.net.cpu()
         samples += int(data["adv"].shape[0])
         row = {

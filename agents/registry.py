@@ -349,7 +349,8 @@ SHIPPED = Path(__file__).resolve().parent / "rl" / "checkpoints"
 _SHIPPED = [
     ("rl_seller", "seller", AGENT,
      "PPO-trained seller (agents/rl/configs/seller.toml): one network over every "
-     "(buyer, product) pair and a factorised price level."),
+     "(buyer, product) pair and a factorised price level, trained on both default "
+     "configs, then on with a pull toward a specialist per config."),
     ("rl_buyer", "buyer", AGENT,
      "PPO-trained buyer counter-agent (agents/rl/configs/buyer.toml), trained against "
      "rl_seller and the scripted sellers."),

@@ -10,7 +10,7 @@ one's profit over time on the same held-out markets.
   is built (Ray's start and RLlib's import are not counted).
 * arena: ``agents.rl.ppo.train``, what ``arena train seller`` runs (its warm start run
   batch by batch so that it can be evaluated on the way: ``run_arena``), with the shipped
-  seller config's hyper-parameters (``agents/rl/configs/seller.toml``; its warm start
+  seller config's hyper-parameters (``agents/rl/configs/seller_joint.toml``; its warm start
   imitating the greedy matcher included and counted in its time, shortened to fit a
   budget of minutes: see ``arena_config``) on this benchmark's one config and opponents,
   in chunks of iterations resumed from its checkpoint.
@@ -54,7 +54,7 @@ from arena.config import MarketConfig  # noqa: E402
 
 EVAL_SEED = 7_777_777  # held-out markets: a root seed no training run draws from
 BUYERS = ("truthful", "threshold", "haggler", "noisy_human", "strategic")
-SHIPPED_CONFIG = ROOT / "agents" / "rl" / "configs" / "seller.toml"
+SHIPPED_CONFIG = ROOT / "agents" / "rl" / "configs" / "seller_joint.toml"
 
 
 def load() -> str:

@@ -10,7 +10,9 @@ Prints, on the default tournament's retail config against truthful buyers:
   greedy matcher's rate on the same markets (median of ``--repeats`` runs);
 * a training rollout (sampling, per-row restarts, rewards) in seller-turns/s;
 * a PPO update in samples/s (3 epochs of 4 minibatches over one rollout);
-* the wall time the shipped checkpoints' training took, from their ``curve.csv``.
+* the wall time the shipped checkpoints' training took, from their ``curve.csv``: for a
+  seller trained in stages, its own run plus the longest of the stages before it (stages
+  1 and 2 of rl_seller run side by side, on a core each).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from arena.generator import generate_batch
 
 RETAIL = MarketConfig(buyers=8, products=4, inventory=2, turns=12, agent_share=0.5)
 SHIPPED = Path(__file__).resolve().parents[1] / "agents" / "rl" / "checkpoints"
+CONFIGS = SHIPPED.parent / "configs"
 
 
 def _turns_per_s(batch, seller) -> float:
@@ -46,13 +49,24 @@ def _turns_per_s(batch, seller) -> float:
     return float(engine.turn.sum()) / (time.perf_counter() - t)
 
 
-def _training_wall(name: str) -> float | None:
+def _training_wall(path: Path) -> float | None:
+    """The wall time of the run that wrote checkpoint ``path`` (the last ``wall_s`` of its
+    curve.csv), plus the longest of those of the checkpoints it started from or learnt from
+    (``train.init``, ``train.teachers``; shipped configs name them relative to
+    agents/rl/configs): stages that can run side by side count once, the longest."""
     try:
-        with open(SHIPPED / name / "curve.csv", newline="") as fh:
+        with open(path / "curve.csv", newline="") as fh:
             rows = [r for r in csv.DictReader(fh) if r.get("wall_s")]
-    except OSError:
+        training = json.loads((path / "config.json").read_text()).get("training", {})
+    except (OSError, ValueError):
         return None
-    return float(rows[-1]["wall_s"]) if rows else None
+    if not rows:
+        return None
+    before = [training.get("init") or "", *(training.get("teachers") or {}).values()]
+    walls = [_training_wall((CONFIGS / p).resolve()) for p in before if p]
+    if any(w is None for w in walls):
+        return None
+    return round(float(rows[-1]["wall_s"]) + max(walls, default=0.0), 3)
 
 
 def _fail(message: str) -> None:
@@ -123,8 +137,8 @@ def main(argv: list[str] | None = None) -> dict:
         "rl_over_greedy_matcher": round(rl / greedy, 3),
         "rollout_turns_per_s": round(statistics.median(rollout_rates)),
         "update_samples_per_s": round(statistics.median(update_rates)),
-        "shipped_seller_training_wall_s": _training_wall("rl_seller"),
-        "shipped_buyer_training_wall_s": _training_wall("rl_buyer"),
+        "shipped_seller_training_wall_s": _training_wall(SHIPPED / "rl_seller"),
+        "shipped_buyer_training_wall_s": _training_wall(SHIPPED / "rl_buyer"),
     }
     if args.json:
         print(json.dumps(out))

@@ -474,16 +474,16 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
         ("seller_film", {"film": True}),
         ("seller_film_pull", {"film": True, "expert_coef": 0.1, "expert_pull": "pair",
                               "expert_configs": ("retail",)}),
-        ("seller_distill", {"iterations": 100, "init": "../../checkpoints/rl_seller",
-                            "imitate": "", "imitation_iterations": 0, "teacher_coef": 1.0,
-                            "teachers": (("retail", "../../../../runs/seller_retail_only"),
-                                         ("wholesale", "../../checkpoints/rl_seller"))}),
     ],
 )  # fmt: skip
 def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
-    """Each experiment config is the shipped seller.toml with the changes it names."""
-    shipped = load_train_config("agents/rl/configs/seller.toml")
-    run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
+    """Each experiment config is stage 1 of the shipped seller with the changes it names."""
+    _same_but(f"experiments/{name}.toml", changed)
+
+
+def _same_but(config: str, changed: dict) -> None:
+    shipped = load_train_config("agents/rl/configs/seller_joint.toml")
+    run = load_train_config(f"agents/rl/configs/{config}")
     for f in dataclasses.fields(TrainConfig):
         if f.name in changed:
             assert getattr(run, f.name) == changed[f.name] != getattr(shipped, f.name), f.name
@@ -491,14 +491,18 @@ def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
             assert getattr(run, f.name) == getattr(shipped, f.name), f.name
 
 
-def test_the_retail_only_config_is_the_shipped_one_on_retail_batches_alone():
-    shipped = load_train_config("agents/rl/configs/seller.toml")
-    run = load_train_config("agents/rl/configs/experiments/seller_retail_only.toml")
-    assert shipped.family.configs[0][0] == "retail" and run.iterations == 100
-    assert run.family == dataclasses.replace(shipped.family, configs=shipped.family.configs[:1])
-    for f in dataclasses.fields(TrainConfig):
-        if f.name not in ("family", "iterations", "source"):
-            assert getattr(run, f.name) == getattr(shipped, f.name), f.name
+def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
+    joint = load_train_config("agents/rl/configs/seller_joint.toml")
+    assert joint.name == "rl_seller_joint" and joint.family.configs[0][0] == "retail"
+    retail = dataclasses.replace(joint.family, configs=joint.family.configs[:1])
+    _same_but("seller_retail.toml", {"name": "rl_seller_retail", "family": retail})
+    stages = "../checkpoints/stages/"
+    _same_but("seller.toml", {
+        "name": "rl_seller", "iterations": 60, "init": stages + "rl_seller_joint",
+        "imitate": "", "imitation_iterations": 0, "teacher_coef": 0.2,
+        "teachers": (("retail", stages + "rl_seller_retail"),
+                     ("wholesale", stages + "rl_seller_joint")),
+    })  # fmt: skip
 
 
 def test_a_config_can_extend_another_and_name_only_what_differs(tmp_path):

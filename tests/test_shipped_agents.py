@@ -44,6 +44,19 @@ def test_shipped_agents_are_registered_from_their_checkpoints(name, side):
     assert (SHIPPED / name / "curve.csv").read_text().startswith("iteration,")
 
 
+@pytest.mark.parametrize("stage", ["rl_seller_joint", "rl_seller_retail"])
+def test_the_shipped_sellers_stages_are_what_their_configs_write(stage):
+    """rl_seller is trained in three stages (agents/rl/configs/seller.toml): its start and
+    its teachers are the shipped stage checkpoints, each recording its own config file."""
+    meta = json.loads((SHIPPED / "stages" / stage / "config.json").read_text())
+    assert meta["policy"]["name"] == stage
+    config = ROOT / "agents" / "rl" / "configs" / f"{stage.removeprefix('rl_')}.toml"
+    assert meta["training"] == json.loads(json.dumps(load_train_config(str(config)).to_dict()))
+    final = load_train_config(str(ROOT / "agents" / "rl" / "configs" / "seller.toml"))
+    used = [final.init, *(path for _, path in final.teachers)]
+    assert (SHIPPED / "stages" / stage).resolve() in {Path(final.resolve(p)).resolve() for p in used}
+
+
 def test_the_shipped_buyer_plays_as_three_variants():
     for name in ("rl_buyer", "rl_buyer+disclosed", "rl_buyer+learned"):
         assert registry.get(name, "buyer").kind == "agent"

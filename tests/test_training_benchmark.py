@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -40,3 +42,22 @@ def test_a_bad_seller_is_one_error_line_and_exit_2(bench, tmp_path, capsys):
         assert exit_.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("benchmarks/training.py: error:")
+
+
+def test_a_staged_seller_counts_its_own_run_and_the_longest_stage_before_it(
+    bench, tmp_path, monkeypatch
+):
+    def run(name, wall, **training):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "curve.csv").write_text(f"iteration,wall_s\n0,0\n5,{wall}\n")
+        (tmp_path / name / "config.json").write_text(json.dumps({"training": training}))
+        return tmp_path / name
+
+    monkeypatch.setattr(bench, "CONFIGS", tmp_path / "configs")
+    run("joint", 100.0)
+    run("retail", 50.0)
+    final = run("final", 10.0, init="../joint", teachers={"a": "../retail", "b": "../joint"})
+    assert bench._training_wall(final) == 110.0
+    assert bench._training_wall(tmp_path / "retail") == 50.0
+    lost = run("lost", 10.0, teachers={"a": "../nowhere"})
+    assert bench._training_wall(lost) is None

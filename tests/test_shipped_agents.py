@@ -53,8 +53,8 @@ def test_the_shipped_sellers_stages_are_what_their_configs_write(stage):
     config = ROOT / "agents" / "rl" / "configs" / f"{stage.removeprefix('rl_')}.toml"
     assert meta["training"] == json.loads(json.dumps(load_train_config(str(config)).to_dict()))
     final = load_train_config(str(ROOT / "agents" / "rl" / "configs" / "seller.toml"))
-    used = [final.init, *(path for _, path in final.teachers)]
-    assert (SHIPPED / "stages" / stage).resolve() in {Path(final.resolve(p)).resolve() for p in used}
+    used = {Path(final.resolve(p)).resolve() for p in [final.init, *dict(final.teachers).values()]}
+    assert (SHIPPED / "stages" / stage).resolve() in used
 
 
 def test_the_shipped_buyer_plays_as_three_variants():

@@ -98,7 +98,9 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     assert candidates[0][-1] == f"{yes} of {cells}"
     assert sum(int(k) for k in candidates[0][1:-1]) == yes
     seeds = tables["seeds"]["rows"]
-    assert [r[1:3] for r in seeds[:3]] == [["0", "200"], ["3", "7"], ["4", "7"]]
+    shipped = json.loads((gen.SHIPPED / "rl_seller" / "config.json").read_text())["training"]
+    mine = [str(shipped["seed"]), str(shipped["iterations"])]
+    assert [r[1:3] for r in seeds[:3]] == [mine, ["3", "7"], ["4", "7"]]
     spread = abs(float(seeds[1][3]) - float(seeds[2][3]))
     assert seeds[3][0] == "spread at 7 iterations (2 seeds)" and len(seeds) == 4
     assert float(seeds[3][3]) == pytest.approx(spread, abs=0.011)

@@ -779,6 +779,16 @@ def test_a_seller_is_pulled_toward_the_teacher_of_its_batchs_config_only(tmp_pat
     assert logged == {("4", True), ("3", False)}
     training = json.loads((tmp_path / "run" / "config.json").read_text())["training"]
     assert training["teachers"] == {"small": str(a)} and training["teacher_coef"] == 20.0
+    # Resumed, the run ends on the same bytes; with other teacher weights it refuses.
+    train(cfg, tmp_path / "split", progress=False, until=10)
+    split = train(cfg, tmp_path / "split", resume=True, progress=False)
+    assert (split / "model.safetensors").read_bytes() == (
+        tmp_path / "run" / "model.safetensors"
+    ).read_bytes()
+    train(cfg, tmp_path / "moved", progress=False, until=10)
+    _teacher(a, 5)  # the same path, other weights
+    with pytest.raises(ValueError, match="train.teachers.small: not the weights the run"):
+        train(cfg, tmp_path / "moved", resume=True, progress=False)
 
 
 def test_teachers_that_cannot_teach_are_one_error(tmp_path):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import json
 import math
 import os
@@ -611,16 +612,19 @@ def _load_reference(out: Path, like: nn.Module) -> nn.Module:
     return ref.requires_grad_(False).eval()
 
 
-def _load_teachers(cfg: TrainConfig, like: RLSeller) -> dict[str, nn.Module]:
-    """``cfg.teachers``' networks, frozen, by base config; one error for a checkpoint that
-    is not a seller or sees other features than the learner."""
-    out = {}
+def _load_teachers(cfg: TrainConfig, like: RLSeller) -> tuple[dict[str, nn.Module], dict]:
+    """``cfg.teachers``' networks, frozen, by base config, and the SHA-256 of each one's
+    weights (a resumed run checks that its teachers are the ones it started with); one
+    error for a checkpoint that is not a seller or sees other features than the learner."""
+    out, hashes = {}, {}
     for name, path in cfg.teachers:
         where = cfg.resolve(path)
         try:
-            teacher = checkpoint.load(where, greedy=False)
+            data = checkpoint.read_checkpoint(where)
+            teacher = checkpoint.build(data, greedy=False)
         except checkpoint.CheckpointError as err:
             raise TrainError(f"train.teachers.{name}: {err}") from None
+        hashes[name] = hashlib.sha256(data.weights).hexdigest()
         if not isinstance(teacher, RLSeller):
             raise TrainError(f"train.teachers.{name}: {where} is not a seller checkpoint")
         mine, theirs = like.net.cfg, teacher.net.cfg
@@ -630,7 +634,7 @@ def _load_teachers(cfg: TrainConfig, like: RLSeller) -> dict[str, nn.Module]:
                 f"{theirs.levels} price levels; the learner {mine.features} and {mine.levels}"
             )
         out[name] = teacher.net.requires_grad_(False).eval()
-    return out
+    return out, hashes
 
 
 def _expert_nll(
@@ -834,12 +838,18 @@ def train(
         else:  # the warm start as the imitation left it
             reference = copy.deepcopy(policy.net).requires_grad_(False).eval()
             _save_reference(out, reference)
-    teachers = _load_teachers(cfg, policy) if cfg.teachers else {}
+    teachers, teacher_hashes = _load_teachers(cfg, policy)
+    if resume and meta.get("teachers", {}) != teacher_hashes:
+        changed = sorted(set(meta.get("teachers", {}).items()) ^ set(teacher_hashes.items()))
+        raise TrainError(
+            f"{out}: cannot resume (train.teachers.{changed[0][0]}: not the weights the run "
+            "started with)"
+        )
     if start == 0:
         row = {"iteration": 0, "phase": "eval", "samples": 0, "wall_s": 0.0}
         row.update(_prefixed(evaluate(policy, cfg, _reference(cfg)), "eval_"))
         curve_rows.append(row)
-        _checkpoint(out, policy, optimizer, cfg, 0, curve_rows)
+        _checkpoint(out, policy, optimizer, cfg, 0, curve_rows, teacher_hashes)
 
     weights = [o.weight for o in cfg.opponents]
     opponents = _opponents(cfg, cfg.seed)
@@ -901,7 +911,7 @@ def train(
             cap=f"{row.get('capture', float('nan')):.3f}",
         )
         if (i + 1) % cfg.checkpoint_every == 0 or i + 1 == stop:
-            _checkpoint(out, policy, optimizer, cfg, i + 1, curve_rows)
+            _checkpoint(out, policy, optimizer, cfg, i + 1, curve_rows, teacher_hashes)
         else:
             _write_curve(out, curve_rows)  # progress to look at; resume cuts it back
     plot_curve(out)
@@ -918,11 +928,18 @@ def _prefixed(d: dict, prefix: str) -> dict:
 
 
 def _checkpoint(
-    out: Path, policy, optimizer, cfg: TrainConfig, iteration: int, rows: list[dict]
+    out: Path,
+    policy,
+    optimizer,
+    cfg: TrainConfig,
+    iteration: int,
+    rows: list[dict],
+    teachers: dict[str, str],
 ) -> None:
     checkpoint.save(out, policy, name=cfg.name, training=cfg.to_dict())
     _write_curve(out, rows)
-    _save_state(out, optimizer, iteration, {"config": cfg.to_dict()})
+    info = {"config": cfg.to_dict(), **({"teachers": teachers} if teachers else {})}
+    _save_state(out, optimizer, iteration, info)
 
 
 def _write_curve(out: Path, rows: list[dict]) -> None:

@@ -294,3 +294,13 @@ def test_the_shipped_league_configs_load_or_name_the_missing_rl_agent():
         return
     assert cfg.rounds >= 3 and cfg.meta_strategy == "nash"
     assert cfg.seller.init.endswith("rl_seller") and cfg.buyer.init.endswith("rl_buyer")
+
+
+def test_the_league_learners_train_with_plain_ppo_and_a_warm_start():
+    """The leagues read stage 1 of the shipped seller's recipe (seller_joint.toml), not the
+    shipped seller.toml, whose start and teachers are the shipped stage checkpoints: a
+    league's learners start from their own snapshots and learn from their pools alone."""
+    cfg = load_league_config(str(ROOT / "tournaments" / "leagues" / "league_scripted.toml"))
+    base = cfg.seller.base
+    assert base.teachers == () and base.teacher_coef == 0 and base.init == ""
+    assert base.imitate == "greedy_matcher" and base.imitation_iterations > 0

@@ -356,6 +356,21 @@ def test_tiny_training_changes_every_parameter_and_logs(tmp_path, side):
     assert isinstance(policy, RLSeller if side == "seller" else RLBuyer)
 
 
+def test_checkpoint_every_0_saves_only_at_the_end(tmp_path, monkeypatch):
+    import agents.rl.ppo as ppo
+
+    saved = []
+    real = ppo._checkpoint
+    monkeypatch.setattr(ppo, "_checkpoint", lambda *a: saved.append(a[4]) or real(*a))
+    out = train(_tiny(tmp_path, iterations=3, checkpoint_every=0), tmp_path / "a", progress=False)
+    assert saved == [0, 3]  # the starting point (after any warm start), then the end
+    assert json.loads((out / ppo.STATE_JSON).read_text())["iteration"] == 3
+    assert isinstance(checkpoint.load(out), RLSeller)
+    saved.clear()
+    train(_tiny(tmp_path, iterations=4, checkpoint_every=2), tmp_path / "b", progress=False)
+    assert saved == [0, 2, 4]
+
+
 TINY_TOML = """
 [train]
 side = "seller"

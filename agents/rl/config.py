@@ -247,7 +247,8 @@ class TrainConfig:
     threads: int = 2
     """torch threads."""
     checkpoint_every: int = 25
-    """Save the checkpoint and the trainer state every this many iterations."""
+    """Save the checkpoint and the trainer state every this many iterations (0: only at
+    the start and the end)."""
     opponents: tuple[Opponent, ...] = ()
     family: ConfigFamily | None = None
     source: str = field(default="", compare=False)

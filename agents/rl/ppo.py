@@ -910,7 +910,7 @@ def train(
             ret=f"{row.get('return', float('nan')):.3f}",
             cap=f"{row.get('capture', float('nan')):.3f}",
         )
-        if (i + 1) % cfg.checkpoint_every == 0 or i + 1 == stop:
+        if cfg.checkpoint_every and (i + 1) % cfg.checkpoint_every == 0 or i + 1 == stop:
             _checkpoint(out, policy, optimizer, cfg, i + 1, curve_rows, teacher_hashes)
         else:
             _write_curve(out, curve_rows)  # progress to look at; resume cuts it back

@@ -569,6 +569,7 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[train]\nref_coef = 0.1\n" + _GOOD, "warm start"),
         ("[train]\nref_coef = -0.1\nimitate = 'greedy_matcher'\n" + _GOOD, "ref_coef"),
         ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
+        ("[train]\neval_markets = 0\n" + _GOOD, "eval_markets: expected a positive integer"),
         ("[train]\nteam_return = true\n" + _GOOD, "team_return"),
         ("[train]\nteacher_coef = 1.0\n" + _GOOD, "go together"),
         ("[train]\nteachers = { a = 'x' }\n" + _GOOD, "go together"),

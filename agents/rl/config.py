@@ -265,6 +265,7 @@ class TrainConfig:
             "hidden",
             "threads",
             "imitation_epochs",
+            "eval_markets",
         ):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 1:

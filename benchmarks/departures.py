@@ -1,7 +1,7 @@
 """Where does a seller leave the greedy matcher's choice of buyer and product?
 
     python benchmarks/departures.py [--markets 500] [--buyers truthful] [--markdown]
-                                    SELLER ...
+                                    [--sizes] SELLER ...
 
 SELLER: a registry name or a checkpoint directory. On the markets of
 ``benchmarks/generalization.py`` (same configs, same seed), each seller plays against
@@ -22,6 +22,7 @@ config, beside what it earns.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,17 @@ from agents.scripted.sellers import GreedyMatcher  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
 from arena.metrics import welfare_bounds  # noqa: E402
 from arena.observation import SellerObs  # noqa: E402
-from benchmarks.generalization import CONFIGS, SEED  # noqa: E402
+from benchmarks.generalization import CONFIGS, RETAIL, SEED  # noqa: E402
+
+# Retail (8 buyers, 4 products, 12 turns: 1.5 turns a buyer) grown toward ``large``.
+SIZES = {
+    "retail": RETAIL,
+    "16 buyers, 24 turns": dataclasses.replace(RETAIL, buyers=16, turns=24),
+    "16 buyers, 20 turns": dataclasses.replace(RETAIL, buyers=16, turns=20),
+    "8 products": dataclasses.replace(RETAIL, products=8),
+    "16 buyers, 8 products, 24 turns": dataclasses.replace(RETAIL, buyers=16, products=8, turns=24),
+    "large: 16 buyers, 8 products, 20 turns": CONFIGS["large"],
+}
 
 
 class Agreement(SellerPolicy):
@@ -108,6 +119,24 @@ def rows(sellers: list[str], buyers: str, markets: int, configs=tuple(CONFIGS)) 
     return out
 
 
+def size_rows(sellers: list[str], buyers: str, markets: int, sizes=tuple(SIZES)) -> list[list]:
+    """Per seller and market size: profit and match quality minus the greedy matcher's on
+    the same markets (paired, 95% CI)."""
+    out = []
+    for size in sizes:
+        batch = generate_batch(SIZES[size], SEED, range(markets))
+        w = welfare_bounds(batch)
+        base = evaluate_batch(batch, GreedyMatcher(), registry.make_buyers(buyers, seed=0), w)
+        for name in sellers:
+            got = evaluate_batch(batch, _seller(name), registry.make_buyers(buyers, seed=0), w)
+            cells = [name, size]
+            for metric, fmt in (("profit", "{:+.1f}"), ("match_quality", "{:+.3f}")):
+                m, lo, hi = mean_ci(got[metric] - base[metric])
+                cells.append(f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]")
+            out.append(cells)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/departures.py", description=__doc__.split("\n")[0]
@@ -116,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markets", type=int, default=500, help="markets per config")
     ap.add_argument("--buyers", default="truthful", help="the buyers every seller meets")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
+    ap.add_argument(
+        "--sizes", action="store_true", help="profit on retail grown toward large, instead"
+    )
     args = ap.parse_args(argv)
     try:  # every entry builds before anything is played
         for name in args.sellers:
@@ -125,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks/departures.py: error: {err}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    fmt = "github" if args.markdown else "simple"
+    if args.sizes:
+        table = size_rows(args.sellers, args.buyers, args.markets)
+        header = ["seller", "market", "profit - greedy_matcher", "match quality - greedy_matcher"]
+        print(f"## retail grown toward large ({args.markets} markets per size, {args.buyers})\n")
+        print(tabulate(table, headers=header, tablefmt=fmt, disable_numparse=True))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        return 0
     table = rows(args.sellers, args.buyers, args.markets)
     header = [
         "seller",
@@ -135,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "profit - greedy_matcher",
     ]
     print(f"## the greedy matcher's pair ({args.markets} markets per config, {args.buyers})\n")
-    print(tabulate(table, headers=header, tablefmt="github" if args.markdown else "simple",
-                   disable_numparse=True))  # fmt: skip
+    print(tabulate(table, headers=header, tablefmt=fmt, disable_numparse=True))
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0
 

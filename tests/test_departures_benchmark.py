@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agents import registry
@@ -38,3 +40,20 @@ def test_the_table_and_a_bad_entry(dep, capsys):
     assert dep.main(["greedy_matcher", "--buyers", "nobody", "--markets", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("error:" in line for line in err)
+
+
+def test_sizes_grow_retail_toward_large(dep, capsys):
+    assert dep.SIZES["retail"] == dep.CONFIGS["retail"]
+    assert dep.SIZES["large: 16 buyers, 8 products, 20 turns"] == dep.CONFIGS["large"]
+    for name, cfg in dep.SIZES.items():  # each differs from retail in size alone
+        same = dataclasses.replace(cfg, buyers=8, products=4, turns=12)
+        assert same == dep.CONFIGS["retail"], name
+    sizes = ("retail", "8 products")
+    rows = dep.size_rows(["greedy_matcher", "posted_price"], "truthful", 20, sizes=sizes)
+    assert [r[:2] for r in rows] == [
+        [s, m] for m in sizes for s in ("greedy_matcher", "posted_price")
+    ]
+    assert rows[0][2:] == ["+0.0 [+0.0, +0.0]", "+0.000 [+0.000, +0.000]"]
+    assert rows[1][2].startswith("-")  # posted price trails the matcher against truthful buyers
+    assert dep.main(["greedy_matcher", "--sizes", "--markets", "5"]) == 0
+    assert "retail grown toward large" in capsys.readouterr().out

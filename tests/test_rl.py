@@ -496,14 +496,49 @@ def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
     _same_but(f"experiments/{name}.toml", changed)
 
 
-def _same_but(config: str, changed: dict) -> None:
-    shipped = load_train_config("agents/rl/configs/seller_joint.toml")
+@pytest.mark.parametrize(
+    ("name", "changed"),
+    [
+        (
+            "seller_stage3_from_retail",
+            {"init": Path("agents/rl/checkpoints/stages/rl_seller_retail").resolve()},
+        ),
+        ("seller_stage3_turns", {"turns": (-4.0, 2.0)}),
+        ("seller_stage3_noise", {"signal_noise": (-0.1, 0.15)}),
+    ],
+)
+def test_the_stage_3_experiment_configs_change_only_what_they_say(name, changed):
+    """Each is stage 3 of the shipped seller (seller.toml) with the one change it names:
+    its start, or one field's jitter range."""
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    if "init" not in changed:
+        jitter = tuple((k, changed.get(k, v)) for k, v in shipped.family.jitter)
+        assert jitter != shipped.family.jitter
+        changed = {"family": dataclasses.replace(shipped.family, jitter=jitter)}
+    _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
+    run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
+    for path in (run.init, *dict(run.teachers).values()):  # every checkpoint it names exists
+        assert (Path(run.resolve(path)) / "model.safetensors").is_file(), path
+
+
+def _same_but(config: str, changed: dict, base: str = "seller_joint.toml") -> None:
+    shipped = load_train_config(f"agents/rl/configs/{base}")
     run = load_train_config(f"agents/rl/configs/{config}")
+
+    def value(cfg, name):  # checkpoint paths as the folders they name: extends rebases them
+        v = getattr(cfg, name)
+        if name == "init" and v:
+            return Path(cfg.resolve(v)).resolve()
+        if name == "teachers":
+            return tuple((k, Path(cfg.resolve(p)).resolve()) for k, p in v)
+        return v
+
     for f in dataclasses.fields(TrainConfig):
         if f.name in changed:
-            assert getattr(run, f.name) == changed[f.name] != getattr(shipped, f.name), f.name
+            assert changed[f.name] in (getattr(run, f.name), value(run, f.name)), f.name
+            assert value(run, f.name) != value(shipped, f.name), f.name
         elif f.name != "source":
-            assert getattr(run, f.name) == getattr(shipped, f.name), f.name
+            assert value(run, f.name) == value(shipped, f.name), f.name
 
 
 def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
@@ -542,6 +577,21 @@ def test_a_config_can_extend_another_and_name_only_what_differs(tmp_path):
     assert load_train_config(str(teach)).teachers == (("a", "../ckpt"),)
     other = _write(tmp_path / "d.toml", "extends = 'c.toml'\n[[opponents]]\nname = 'haggler'\n")
     assert [o.name for o in load_train_config(str(other)).opponents] == ["haggler"]  # replaced
+    (tmp_path / "f.toml").write_text(
+        "[[opponents]]\nname = 'truthful'\n[markets.a]\nbuyers = 3\n[markets.z]\nbuyers = 4\n"
+        "[family]\nconfigs = ['a']\nprice_scale = [0.5, 2.0]\n"
+        "[family.jitter]\nturns = [-1, 1]\nbuyers = [-1, 1]\n"
+    )
+    jit = _write(tmp_path / "j.toml", "extends = 'f.toml'\n[family.jitter]\nturns = [-3, 1]\n")
+    fam = load_train_config(str(jit)).family  # [family] merged key by key, jitter by field
+    assert [name for name, _ in fam.configs] == ["a"] and fam.price_scale == (0.5, 2.0)
+    assert dict(fam.jitter) == {"turns": (-3.0, 1.0), "buyers": (-1.0, 1.0)}
+    fam = load_train_config(str(_write(tmp_path / "k.toml", "extends = 'f.toml'\n"))).family
+    assert dict(fam.jitter) == {"turns": (-1.0, 1.0), "buyers": (-1.0, 1.0)}
+    wide = _write(tmp_path / "w.toml", "extends = 'j.toml'\n[family]\nconfigs = ['a', 'z']\n")
+    fam = load_train_config(str(wide)).family  # through two files
+    assert [name for name, _ in fam.configs] == ["a", "z"] and fam.price_scale == (0.5, 2.0)
+    assert dict(fam.jitter)["turns"] == (-3.0, 1.0)
     for text, words in [
         ("extends = 'e.toml'\n", "extends it back"),
         ("extends = 'nowhere.toml'\n", "nowhere.toml: cannot read"),

@@ -33,9 +33,11 @@ A file may start from another one and name only what differs::
     [train]
     film = true                  # [train] keys override the other file's one by one
 
-``[train]`` is merged key by key; ``[[opponents]]``, ``[family]`` and ``[markets]``, where
-given, replace the other file's. Paths taken over from the other file keep pointing
-where they pointed there.
+``[train]`` and ``[family]`` are merged key by key (``[family.jitter]`` field by field: a
+file that names ``turns = [-4, 2]`` there keeps the other file's configs, rules, price
+scale and other jitter ranges); ``[[opponents]]`` and ``[markets]``, where given, replace
+the other file's. Paths taken over from the other file keep pointing where they pointed
+there.
 """
 
 from __future__ import annotations
@@ -410,7 +412,13 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
         train["teachers"] = {
             k: moved(v) if isinstance(v, str) and v else v for k, v in train["teachers"].items()
         }
-    return {**parent, **data, "train": {**train, **data.get("train", {})}}
+    merged = {**parent, **data, "train": {**train, **data.get("train", {})}}
+    family, over = parent.get("family"), data.get("family")
+    if isinstance(family, dict) and isinstance(over, dict):
+        merged["family"] = {**family, **over}
+        if isinstance(family.get("jitter"), dict) and isinstance(over.get("jitter"), dict):
+            merged["family"]["jitter"] = {**family["jitter"], **over["jitter"]}
+    return merged
 
 
 def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:

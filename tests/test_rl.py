@@ -515,6 +515,7 @@ def test_the_stage_3_experiment_configs_change_only_what_they_say(name, changed)
         jitter = tuple((k, changed.get(k, v)) for k, v in shipped.family.jitter)
         assert jitter != shipped.family.jitter
         changed = {"family": dataclasses.replace(shipped.family, jitter=jitter)}
+    changed = {**changed, "name": name}
     _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
     run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
     for path in (run.init, *dict(run.teachers).values()):  # every checkpoint it names exists

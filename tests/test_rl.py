@@ -593,6 +593,13 @@ def test_a_config_can_extend_another_and_name_only_what_differs(tmp_path):
     fam = load_train_config(str(wide)).family  # through two files
     assert [name for name, _ in fam.configs] == ["a", "z"] and fam.price_scale == (0.5, 2.0)
     assert dict(fam.jitter)["turns"] == (-3.0, 1.0)
+    more = _write(
+        tmp_path / "m.toml",  # [markets.NAME] merged field by field; a new NAME adds a config
+        "extends = 'f.toml'\n[markets.a]\nturns = 9\n[markets.y]\nbuyers = 5\n"
+        "[family]\nconfigs = ['a', 'y', 'z']\n",
+    )
+    a, y, z = (m for _, m in load_train_config(str(more)).family.configs)
+    assert (a.buyers, a.turns, y.buyers, z.buyers) == (3, 9, 5, 4)
     for text, words in [
         ("extends = 'e.toml'\n", "extends it back"),
         ("extends = 'nowhere.toml'\n", "nowhere.toml: cannot read"),

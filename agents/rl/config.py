@@ -35,9 +35,9 @@ A file may start from another one and name only what differs::
 
 ``[train]`` and ``[family]`` are merged key by key (``[family.jitter]`` field by field: a
 file that names ``turns = [-4, 2]`` there keeps the other file's configs, rules, price
-scale and other jitter ranges); ``[[opponents]]`` and ``[markets]``, where given, replace
-the other file's. Paths taken over from the other file keep pointing where they pointed
-there.
+scale and other jitter ranges), and each ``[markets.NAME]`` field by field (a new NAME
+adds a config); ``[[opponents]]``, where given, replaces the other file's list. Paths
+taken over from the other file keep pointing where they pointed there.
 """
 
 from __future__ import annotations
@@ -418,6 +418,12 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
         merged["family"] = {**family, **over}
         if isinstance(family.get("jitter"), dict) and isinstance(over.get("jitter"), dict):
             merged["family"]["jitter"] = {**family["jitter"], **over["jitter"]}
+    markets, over = parent.get("markets"), data.get("markets")
+    if isinstance(markets, dict) and isinstance(over, dict):
+        merged["markets"] = {**markets, **over}
+        for name, fields in over.items():
+            if isinstance(fields, dict) and isinstance(markets.get(name), dict):
+                merged["markets"][name] = {**markets[name], **fields}
     return merged
 
 

@@ -96,44 +96,48 @@ def _seller(name: str) -> SellerPolicy:
     return registry.make(name, "seller", seed=0)
 
 
-def rows(sellers: list[str], buyers: str, markets: int, configs=tuple(CONFIGS)) -> list[list]:
-    out = []
-    for config in configs:
-        batch = generate_batch(CONFIGS[config], SEED, range(markets))
+def _paired(configs: dict, sellers: list[str], buyers: str, markets: int, wrap=None):
+    """For each config (in order) and seller: (config, seller, the policy played, its
+    per-market metrics, the greedy matcher's on the same markets)."""
+    for label, config in configs.items():
+        batch = generate_batch(config, SEED, range(markets))
         w = welfare_bounds(batch)
         base = evaluate_batch(batch, GreedyMatcher(), registry.make_buyers(buyers, seed=0), w)
         for name in sellers:
-            spy = Agreement(_seller(name))
-            got = evaluate_batch(batch, spy, registry.make_buyers(buyers, seed=0), w)
-            m, lo, hi = mean_ci(got["profit"] - base["profit"])
-            out.append(
-                [
-                    name,
-                    config,
-                    f"{Agreement.share(spy.first):.3f}",
-                    f"{Agreement.share(spy.later):.3f}",
-                    f"{Agreement.share(spy.first + spy.later):.3f}",
-                    f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]",
-                ]
-            )
+            policy = _seller(name) if wrap is None else wrap(_seller(name))
+            got = evaluate_batch(batch, policy, registry.make_buyers(buyers, seed=0), w)
+            yield label, name, policy, got, base
+
+
+def rows(sellers: list[str], buyers: str, markets: int, configs=tuple(CONFIGS)) -> list[list]:
+    out = []
+    chosen = {c: CONFIGS[c] for c in configs}
+    for config, name, spy, got, base in _paired(chosen, sellers, buyers, markets, Agreement):
+        m, lo, hi = mean_ci(got["profit"] - base["profit"])
+        out.append(
+            [
+                name,
+                config,
+                f"{Agreement.share(spy.first):.3f}",
+                f"{Agreement.share(spy.later):.3f}",
+                f"{Agreement.share(spy.first + spy.later):.3f}",
+                f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]",
+            ]
+        )
     return out
 
 
 def size_rows(sellers: list[str], buyers: str, markets: int, sizes=tuple(SIZES)) -> list[list]:
-    """Per seller and market size: profit and match quality minus the greedy matcher's on
+    """Per market size and seller: profit and match quality minus the greedy matcher's on
     the same markets (paired, 95% CI)."""
     out = []
-    for size in sizes:
-        batch = generate_batch(SIZES[size], SEED, range(markets))
-        w = welfare_bounds(batch)
-        base = evaluate_batch(batch, GreedyMatcher(), registry.make_buyers(buyers, seed=0), w)
-        for name in sellers:
-            got = evaluate_batch(batch, _seller(name), registry.make_buyers(buyers, seed=0), w)
-            cells = [name, size]
-            for metric, fmt in (("profit", "{:+.1f}"), ("match_quality", "{:+.3f}")):
-                m, lo, hi = mean_ci(got[metric] - base[metric])
-                cells.append(f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]")
-            out.append(cells)
+    chosen = {size: SIZES[size] for size in sizes}
+    for size, name, _, got, base in _paired(chosen, sellers, buyers, markets):
+        cells = [name, size]
+        for metric, fmt in (("profit", "{:+.1f}"), ("match_quality", "{:+.3f}")):
+            m, lo, hi = mean_ci(got[metric] - base[metric])
+            cells.append(f"{fmt.format(m)} [{fmt.format(lo)}, {fmt.format(hi)}]")
+        out.append(cells)
     return out
 
 

@@ -522,6 +522,25 @@ def test_the_stage_3_experiment_configs_change_only_what_they_say(name, changed)
         assert (Path(run.resolve(path)) / "model.safetensors").is_file(), path
 
 
+def test_the_wholesale_specialist_and_its_stage_3_change_only_what_they_say():
+    joint = load_train_config("agents/rl/configs/seller_joint.toml")
+    wholesale = dataclasses.replace(joint.family, configs=joint.family.configs[1:])
+    assert [name for name, _ in wholesale.configs] == ["wholesale"]
+    _same_but(
+        "experiments/seller_wholesale.toml", {"name": "seller_wholesale", "family": wholesale}
+    )
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    teachers = (
+        ("retail", Path(shipped.resolve(dict(shipped.teachers)["retail"])).resolve()),
+        ("wholesale", Path("runs/seller_wholesale").resolve()),  # where the specialist's
+    )  # command writes it (not shipped: train it first)
+    _same_but(
+        "experiments/seller_stage3_wholesale_teacher.toml",
+        {"name": "seller_stage3_wholesale_teacher", "teachers": teachers},
+        base="seller.toml",
+    )
+
+
 def _same_but(config: str, changed: dict, base: str = "seller_joint.toml") -> None:
     shipped = load_train_config(f"agents/rl/configs/{base}")
     run = load_train_config(f"agents/rl/configs/{config}")

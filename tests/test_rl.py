@@ -545,12 +545,15 @@ def _same_but(config: str, changed: dict, base: str = "seller_joint.toml") -> No
     shipped = load_train_config(f"agents/rl/configs/{base}")
     run = load_train_config(f"agents/rl/configs/{config}")
 
+    def folder(cfg, path):  # relative to the file's folder, whether or not it exists yet
+        return (Path(cfg.source).parent / path).resolve()
+
     def value(cfg, name):  # checkpoint paths as the folders they name: extends rebases them
         v = getattr(cfg, name)
         if name == "init" and v:
-            return Path(cfg.resolve(v)).resolve()
+            return folder(cfg, v)
         if name == "teachers":
-            return tuple((k, Path(cfg.resolve(p)).resolve()) for k, p in v)
+            return tuple((k, folder(cfg, p)) for k, p in v)
         return v
 
     for f in dataclasses.fields(TrainConfig):

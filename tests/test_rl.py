@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -100,13 +101,21 @@ def _random_net(seed: int, film: bool = False) -> RLSeller:
     return s
 
 
-def test_play_without_gradients_gives_the_training_numbers_to_the_bit():
-    """The net runs in place when no gradient is recorded; on the same operands in the same
-    order, so logits, embeddings and values equal the differentiable pass exactly."""
+@pytest.mark.parametrize("size", ["small", "chunked"])
+def test_play_without_gradients_gives_the_training_numbers_to_the_bit(size):
+    """The net runs in place when no gradient is recorded, a chunk of markets at a time
+    when the batch is large; on the same operands in the same order, so logits,
+    embeddings and values equal the differentiable pass over the whole batch exactly.
+    ``chunked``: batches of 2 to 4 chunks, sizes that divide evenly or do not."""
+    from agents.rl.nets import PLAY_ROWS
+
     rng = np.random.default_rng(0)
-    for seed in range(24):
+    for seed in range(24 if size == "small" else 6):
         net = _random_net(seed, film=seed % 2 == 1).net  # with the market gate on odd seeds
         b, n, m = (int(x) for x in rng.integers(1, 9, size=3))
+        if size == "chunked":
+            n, m = (8, 4) if seed < 3 else (16, 8)
+            b = PLAY_ROWS // (n * m) * (2 + seed % 3) + seed % 2 * 7  # 2-4 chunks
         f = [
             torch.from_numpy(rng.normal(size=shape).astype(np.float32))
             for shape in (
@@ -128,6 +137,8 @@ def test_play_without_gradients_gives_the_training_numbers_to_the_bit():
         assert torch.equal(logits, logits3) and value3 is None
         flat = open_.reshape(b, n * m)
         assert torch.equal(h[flat], h3[flat])  # the only pairs play reads
+        chunk, _, whole = net._workspace[threading.get_ident()]
+        assert (chunk.shape[0] < whole.shape[0]) == (size == "chunked")
 
 
 def test_the_market_gate_starts_as_no_gate_and_then_changes_the_play():

@@ -3,6 +3,7 @@ the config they name (agents/rl/checkpoints, agents/rl/configs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -116,3 +117,25 @@ def test_in_process_play_runs_torch_policies_on_one_thread(tmp_path, monkeypatch
         assert torch.get_num_threads() == 2  # put back after play
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_shipped_seller_plays_the_same_whether_its_network_runs_in_chunks(threads, monkeypatch):
+    """Greedy play runs the network a few hundred markets at a time (``nets.PLAY_ROWS``
+    pairs): on batches of several chunks, every market ends as in one pass."""
+    from agents.rl import nets
+
+    torch.set_num_threads(threads)
+    spec = load_spec(str(DEFAULT))
+    large = dataclasses.replace(dict(spec.configs)["retail"], buyers=16, products=8, turns=20)
+    default = nets.PLAY_ROWS
+    for cfg, markets in ((dict(spec.configs)["retail"], 1100), (large, 300)):
+        assert markets * cfg.buyers * cfg.products > 2 * default  # three chunks
+        played = []
+        for rows in (default, 10**9):
+            monkeypatch.setattr(nets, "PLAY_ROWS", rows)
+            seller = registry.make("rl_seller", "seller", seed=0)
+            buyers = registry.make_buyers("human=noisy_human,agent=strategic")
+            played.append(play_markets(cfg, 5, range(markets), seller, buyers, chunk=markets))
+        for name, values in played[0].items():
+            np.testing.assert_array_equal(values, played[1][name], err_msg=name)

@@ -141,6 +141,38 @@ def test_play_without_gradients_gives_the_training_numbers_to_the_bit(size):
         assert (chunk.shape[0] < whole.shape[0]) == (size == "chunked")
 
 
+def test_seller_features_are_the_same_however_the_markets_are_shared_among_threads(
+    monkeypatch,
+):
+    """``seller_features(..., threads=k)`` splits the markets among k threads; each
+    market's features come from its own rows, so every split gives the same arrays, on
+    every turn of markets with refusals, counters and bids."""
+    import os
+
+    from agents import rows
+    from agents.rl import features
+
+    monkeypatch.setattr(features, "ROWS_PER_THREAD", 1)  # split even these small batches
+    turns = []
+
+    class Checking(RLSeller):
+        def decide(self, obs, sample=None, record=True):
+            d = super().decide(obs, sample, record)
+            alone = features.seller_features(obs, self._mem, self._table, threads=1)
+            for threads in (2, 3, 7):
+                split = features.seller_features(obs, self._mem, self._table, threads=threads)
+                for a, b in zip(alone.arrays(), split.arrays(), strict=True):
+                    np.testing.assert_array_equal(a, b)
+            turns.append(obs.batch_size)
+            return d
+
+    seller = Checking(_random_net(1).net, seed=3, greedy=False)
+    buyers = registry.make_buyers("human=haggler,agent=strategic")
+    play_markets(SMALL, 0, range(37), seller, buyers)
+    assert len(turns) == SMALL.turns and set(turns) == {37}
+    assert {(os.getpid(), k) for k in (2, 3, 7)} <= set(rows._POOLS)
+
+
 def test_the_market_gate_starts_as_no_gate_and_then_changes_the_play():
     torch.manual_seed(3)
     plain = RLSeller(hidden=16)

@@ -8,6 +8,7 @@ reference).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -437,6 +438,37 @@ def test_greedy_matcher_incremental_table_equals_a_full_recompute():
         assert np.array_equal(a.paid, b.paid, equal_nan=True)
         assert np.array_equal(a.bought, b.bought) and np.array_equal(a.turn, b.turn)
         assert np.array_equal(a.last_price, b.last_price, equal_nan=True)
+
+
+def test_greedy_matcher_table_is_the_same_however_its_rows_are_shared_among_threads(
+    monkeypatch,
+):
+    """``pair_table(obs, threads=k)`` splits step 2 among k threads, on the first turn's
+    whole table and on the rows later turns recompute; every turn's table is the same."""
+    from agents import rows
+    from agents.scripted import sellers
+
+    monkeypatch.setattr(sellers, "_ROWS_PER_THREAD", 1)  # split even these small batches
+    shadows = {k: GreedyMatcher() for k in (2, 3, 5)}
+    turns = []
+
+    class Checking(GreedyMatcher):
+        def act(self, obs):
+            value, price = self.pair_table(obs)
+            for threads, other in shadows.items():
+                v, p = other.pair_table(obs, threads=threads)
+                np.testing.assert_array_equal(v, value)
+                np.testing.assert_array_equal(p, price)
+            turns.append(obs.turn.copy())
+            return super().act(obs)  # a second call in one turn changes nothing
+
+    cfg = MarketConfig(buyers=6, products=3, patience=2, signal_noise=0.3)
+    batch = generate_batch(cfg, 11, 41)
+    played = play_batch(batch, Checking(), Haggler())
+    alone = play_batch(batch, GreedyMatcher(), Haggler())
+    assert np.array_equal(played.paid, alone.paid, equal_nan=True)
+    assert len(turns) == cfg.turns
+    assert {(os.getpid(), k) for k in (2, 3, 5)} <= set(rows._POOLS)
 
 
 def test_oracle_uses_leftover_turns_on_bids_and_concessions():

@@ -21,10 +21,12 @@ Both memories are per batch row, cleared by ``reset`` and, for single rows, by
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
+from agents.rows import map_rows
 from arena.observation import COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
 
 _INVALID = int(LastDecision.INVALID)
@@ -100,6 +102,10 @@ class SellerFeatures:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.pair, self.buyer, self.product, self.market
 
+    def rows(self, rows: slice) -> SellerFeatures:
+        """Markets ``rows``, as views (writing to them writes to these features)."""
+        return SellerFeatures(*(a[rows] for a in self.arrays()))
+
 
 SELLER_FEATURES = (
     SellerFeatures.PAIR,
@@ -109,20 +115,72 @@ SELLER_FEATURES = (
 )
 
 
-def _stack(cols: list) -> np.ndarray:
+def _stack(cols: list, out: np.ndarray | None = None) -> np.ndarray:
     """The columns (arrays of one shape) side by side on a new last axis, as float32:
-    ``np.stack`` of the float32 columns, written in place without the temporaries."""
-    out = np.empty(np.shape(cols[0]) + (len(cols),), np.float32)
+    ``np.stack`` of the float32 columns, written in place without the temporaries (into
+    ``out`` when given)."""
+    if out is None:
+        out = np.empty(np.shape(cols[0]) + (len(cols),), np.float32)
     for k, x in enumerate(cols):
         out[..., k] = x
     return out
 
 
+ROWS_PER_THREAD = 16384
+"""``seller_features`` gives each thread at least this many pairs (below it, starting a
+thread costs more than it saves)."""
+
+
+def _rows(x, rows: slice):
+    """Markets ``rows`` of an observation, a memory or an expert table, as views."""
+    if isinstance(x, tuple):
+        return tuple(a[rows] for a in x)
+    b = x.signals.shape[0] if isinstance(x, SellerObs) else x.caps.shape[0]
+    return dataclasses.replace(
+        x,
+        **{
+            f.name: getattr(x, f.name)[rows]
+            for f in dataclasses.fields(x)
+            if isinstance(getattr(x, f.name), np.ndarray) and getattr(x, f.name).shape[:1] == (b,)
+        },
+    )
+
+
 def seller_features(
-    obs: SellerObs, mem: SellerMemory, expert: tuple[np.ndarray, np.ndarray]
+    obs: SellerObs,
+    mem: SellerMemory,
+    expert: tuple[np.ndarray, np.ndarray],
+    threads: int = 1,
 ) -> SellerFeatures:
     """Every feature of every pair, buyer, product and market (all finite). ``expert``:
-    an expert's (B, N, M) expected margins (-inf where not open) and prices."""
+    an expert's (B, N, M) expected margins (-inf where not open) and prices.
+
+    ``threads`` > 1 shares the markets among up to that many threads (numpy lets go of
+    the interpreter in its loops, so they run side by side): each market's features are
+    computed from its own rows alone, so the numbers are the same however it is split."""
+    b, n, m = obs.signals.shape
+    out = SellerFeatures(
+        *(
+            np.empty(shape, np.float32)
+            for shape in (
+                (b, n, m, SellerFeatures.PAIR),
+                (b, n, SellerFeatures.BUYER),
+                (b, m, SellerFeatures.PRODUCT),
+                (b, SellerFeatures.MARKET),
+            )
+        )
+    )
+
+    def part(rows: slice) -> None:
+        _seller_features(_rows(obs, rows), _rows(mem, rows), _rows(expert, rows), out.rows(rows))
+
+    map_rows(part, b, threads, -(-ROWS_PER_THREAD // (n * m)))
+    return out
+
+
+def _seller_features(
+    obs: SellerObs, mem: SellerMemory, expert: tuple[np.ndarray, np.ndarray], out: SellerFeatures
+) -> None:
     b, n, m = obs.signals.shape
     lo, hi = obs.price_range
     w = hi - lo
@@ -152,7 +210,7 @@ def seller_features(
     e_open = np.isfinite(e_value)
     e_margin = np.where(e_open, e_value / w, 0.0)
     e_best = e_margin.max(axis=(1, 2), keepdims=True)
-    pair = _stack(
+    _stack(
         [
             s,
             s - c,
@@ -170,7 +228,8 @@ def seller_features(
             np.where(e_open, (e_price - lo) / w - anchor, 0.0),
             e_open & (e_margin >= e_best),
             e_best - e_margin,
-        ]
+        ],
+        out.pair,
     )
 
     ld = obs.last_decision
@@ -179,7 +238,7 @@ def seller_features(
         patience_left = 1.0 - obs.n_messages / obs.patience
     else:
         patience_left = np.ones((b, n))
-    buyer = _stack(
+    _stack(
         [
             obs.n_messages / T,
             patience_left,
@@ -191,24 +250,25 @@ def seller_features(
             mem.refusals / answers,
             mem.counters / answers,
             mem.depth / answers,
-        ]
+        ],
+        out.buyer,
     )
-    product = _stack([c[:, 0], obs.stock / np.maximum(obs.inventory, 1), obs.stock == 1])
+    _stack([c[:, 0], obs.stock / np.maximum(obs.inventory, 1), obs.stock == 1], out.product)
 
     # How buyers answer is kept per buyer only: a market may mix kinds of buyers (humans
     # and agents), so answers pooled over the market would tell it nothing reliable.
     n_active = np.maximum(obs.active.sum(axis=1), 1)
     left = (obs.turns - obs.turn).astype(float)
-    market = _stack(
+    _stack(
         [
             left / T,
             np.minimum(left / n_active, 3.0) / 3.0,
             n_active / n,
             np.minimum(obs.stock.sum(axis=1) / n_active, 3.0) / 3.0,
             np.full(b, min(n / T, 4.0) / 4.0),
-        ]
+        ],
+        out.market,
     )
-    return SellerFeatures(pair, buyer, product, market)
 
 
 def _rank(x: np.ndarray, axis: int) -> np.ndarray:

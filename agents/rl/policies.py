@@ -212,8 +212,8 @@ class RLSeller(SellerPolicy):
         if self._mem is None or self._mem.caps.shape != (b, n, m):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
-        self._table = self._expert.pair_table(obs)
-        x = seller_features(obs, self._mem, self._table)
+        self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
+        x = seller_features(obs, self._mem, self._table, threads=torch.get_num_threads())
         open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
         live = open_.any(axis=(1, 2))
         # Ended markets have no open pair; any pair will do for their ignored message.

@@ -29,11 +29,16 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from agents.base import SellerAction, SellerPolicy
+from agents.rows import map_rows
 from arena.generator import MarketBatch
 from arena.noise import uniform
 from arena.observation import COUNTER, REJECT, LastDecision, SellerObs
 from arena.oracle import optimal_assignment
 from arena.prices import cents
+
+_ROWS_PER_THREAD = 65536
+"""``GreedyMatcher.pair_table`` gives each thread at least this many (pair, grid price)
+options."""
 
 __all__ = [
     "DescendingOffers",
@@ -267,10 +272,24 @@ class GreedyMatcher(SellerPolicy):
         g = np.argmax(em, axis=-1)[..., None]
         return np.take_along_axis(em, g, axis=-1)[..., 0], np.take_along_axis(p, g, axis=-1)[..., 0]
 
-    def pair_table(self, obs: SellerObs) -> tuple[np.ndarray, np.ndarray]:
+    def _best_rows(self, s, caps, cost, sigma: float, obs: SellerObs, threads: int):
+        """``_best`` on rows of the arrays side by side (``threads`` > 1)."""
+        if threads <= 1:
+            return self._best(s, caps, cost, sigma, obs)
+        pairs = int(np.prod(s.shape[1:]))
+        parts = map_rows(
+            lambda r: self._best(s[r], caps[r], cost[r], sigma, obs),
+            s.shape[0],
+            threads,
+            -(-_ROWS_PER_THREAD // (pairs * self.grid)),
+        )
+        return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
+
+    def pair_table(self, obs: SellerObs, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Steps 1-3 for every pair, after taking in the observation's answer: (B, N, M)
         expected margins (-inf where the pair is not open) and the prices that get them.
-        Call once per turn (it updates the refusal bounds)."""
+        Call once per turn (it updates the refusal bounds). ``threads`` > 1 shares step 2
+        among threads (``agents.rows``: the same numbers)."""
         if self._caps is None or self._caps.shape != obs.signals.shape:
             self._caps = _fresh_caps(obs)
             self._table = None
@@ -284,13 +303,15 @@ class GreedyMatcher(SellerPolicy):
         # when its refusal cap does: after the first turn, recompute just the buyers whose
         # caps moved (one per market per turn) instead of every pair.
         if self._table is None:
-            value, price = self._best(s, caps, cost, sigma, obs)
+            value, price = self._best_rows(s, caps, cost, sigma, obs, threads)
             self._table = (value, price, caps.copy())
         else:
             value, price, seen = self._table
             b, i = np.nonzero((caps != seen).any(axis=2))
             if b.size:
-                value[b, i], price[b, i] = self._best(s[b, i], caps[b, i], cost[b, i], sigma, obs)
+                value[b, i], price[b, i] = self._best_rows(
+                    s[b, i], caps[b, i], cost[b, i], sigma, obs, threads
+                )
                 seen[b, i] = caps[b, i]
 
         bid_j, bid_price, bid_margin, usable = _standing_bids(obs, self.markup)

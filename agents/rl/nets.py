@@ -138,27 +138,29 @@ class SellerNet(nn.Module):
         chunks = -(-b * n * m // PLAY_ROWS)
         step = -(-b // chunks)
         x, r, out = self._scratch(min(b, step) * n * m, b * n * m, pair)
-        logits, pooled = [], []
+        pooled = []
         for s in range(0, b, step):
             e = min(b, s + step)
             rows = slice(s * n * m, e * n * m)
-            lg, pool = self._play_chunk(
-                pair[s:e], buyer[s:e], product[s:e], market[s:e], open_[s:e], value,
-                x[: rows.stop - rows.start], r[: rows.stop - rows.start], out[rows],
+            pooled.append(
+                self._play_chunk(
+                    pair[s:e], buyer[s:e], product[s:e], market[s:e], open_[s:e], value,
+                    x[: rows.stop - rows.start], r[: rows.stop - rows.start], out[rows],
+                )
             )  # fmt: skip
-            logits.append(lg)
-            pooled.append(pool)
-        logits = logits[0] if len(logits) == 1 else torch.cat(logits)
+        # The heads on every market at once: on fewer rows, a product may round
+        # differently (the pair head's, on some sizes, does).
+        h2 = out.view(b, n, m, -1)
+        logits = self.pair_head(h2).reshape(b, n * m)
+        logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
         if not value:
             return logits, out.view(b, n * m, -1), None
-        # The value head on every market at once (on a few rows, a product may round
-        # differently).
         pooled = pooled[0] if len(pooled) == 1 else torch.cat(pooled)
         return logits, out.view(b, n * m, -1), self.value_head(pooled)[:, 0]
 
     def _play_chunk(self, pair, buyer, product, market, open_, value: bool, x, y, out):
         """One chunk of ``_play``: h1 in ``x``, its side terms in ``y``, h2 in ``out``;
-        returns the pair logits and (when ``value``) the pooled market embeddings."""
+        returns (when ``value``) the pooled market embeddings."""
         b, n, m, f = pair.shape
         full = (b, n, m, self.cfg.hidden)
         keep = open_[..., None].to(pair.dtype)
@@ -178,13 +180,10 @@ class SellerNet(nn.Module):
         h2.add_(rest).relu_()
         if self.cfg.film:
             h2.mul_(self._gate(whole))
-        if value:  # greedy play reads h2 at open pairs only, where the mask is 1
-            h2.mul_(keep)
-        logits = self.pair_head(h2).reshape(b, n * m)
-        logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
-        if not value:
-            return logits, None
-        return logits, torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
+        if not value:  # greedy play reads h2 at open pairs only, where the mask is 1
+            return None
+        h2.mul_(keep)
+        return torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
 
     def _gate(self, whole: torch.Tensor) -> torch.Tensor:
         """(B, H) market summary -> (B, 1, 1, H) per-unit scales in (0, 2)."""

@@ -145,6 +145,20 @@ def test_play_without_gradients_gives_the_training_numbers_to_the_bit(size):
         assert (chunk.shape[0] < whole.shape[0]) == (size == "chunked")
 
 
+@pytest.mark.parametrize(("b", "n", "m"), [(4096, 8, 4), (1024, 7, 5), (999, 16, 8), (5, 3, 3)])
+def test_play_chunks_start_on_multiples_of_64_pairs_and_stay_near_the_size_aimed_at(b, n, m):
+    from agents.rl.nets import PLAY_ROWS, _chunk_markets
+
+    step = _chunk_markets(b, n * m)
+    starts = range(0, b, step)
+    assert all(s * n * m % 64 == 0 for s in starts)  # rows where one pass puts them
+    if b * n * m > PLAY_ROWS:
+        assert len(starts) <= -(-b * n * m // PLAY_ROWS)  # no more chunks than the size needs
+        assert step * n * m <= PLAY_ROWS + 64 * n * m
+    else:
+        assert len(starts) == 1
+
+
 def test_seller_features_are_the_same_however_the_markets_are_shared_among_threads(
     monkeypatch,
 ):

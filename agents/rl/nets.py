@@ -16,6 +16,7 @@ the chosen product's bid-level logits.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import asdict, dataclass
 
@@ -25,6 +26,18 @@ from torch import nn
 PLAY_ROWS = 16384
 """Most pairs per chunk of the network's play (``SellerNet._play``): a chunk's temporaries,
 two (PLAY_ROWS, H) float32 buffers, fit in the cache."""
+
+
+def _chunk_markets(b: int, pairs: int) -> int:
+    """Markets per chunk of ``SellerNet._play``: near-equal chunks of at most about
+    ``PLAY_ROWS`` pairs, each starting on a multiple of 64 pairs. A matrix product
+    rounds a row by where it falls in the kernel's blocks of rows (the last few rows of
+    a product are done apart: the pair head's, seen at 7 x 5 pairs a market), so the
+    chunks keep every row where one product over the whole batch puts it."""
+    quantum = 64 // math.gcd(pairs, 64)  # markets in 64 pairs' worth of whole markets
+    chunks = -(-b * pairs // PLAY_ROWS)  # ceiling divisions
+    even = -(-b // chunks)
+    return -(-even // quantum) * quantum
 
 
 def _masked_mean(h: torch.Tensor, mask: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
@@ -133,34 +146,29 @@ class SellerNet(nn.Module):
 
         The embeddings returned live in a buffer: read them before the next call."""
         b, n, m, _ = pair.shape
-        # Chunks of whole markets, of near-equal sizes (no small last chunk: a matrix
-        # product of a few rows may round differently from one of many).
-        chunks = -(-b * n * m // PLAY_ROWS)
-        step = -(-b // chunks)
+        step = _chunk_markets(b, n * m)
         x, r, out = self._scratch(min(b, step) * n * m, b * n * m, pair)
-        pooled = []
+        logits, pooled = [], []
         for s in range(0, b, step):
             e = min(b, s + step)
             rows = slice(s * n * m, e * n * m)
-            pooled.append(
-                self._play_chunk(
-                    pair[s:e], buyer[s:e], product[s:e], market[s:e], open_[s:e], value,
-                    x[: rows.stop - rows.start], r[: rows.stop - rows.start], out[rows],
-                )
+            lg, pool = self._play_chunk(
+                pair[s:e], buyer[s:e], product[s:e], market[s:e], open_[s:e], value,
+                x[: rows.stop - rows.start], r[: rows.stop - rows.start], out[rows],
             )  # fmt: skip
-        # The heads on every market at once: on fewer rows, a product may round
-        # differently (the pair head's, on some sizes, does).
-        h2 = out.view(b, n, m, -1)
-        logits = self.pair_head(h2).reshape(b, n * m)
-        logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
+            logits.append(lg)
+            pooled.append(pool)
+        logits = logits[0] if len(logits) == 1 else torch.cat(logits)
         if not value:
             return logits, out.view(b, n * m, -1), None
+        # The value head on every market at once (on a few rows, a product may round
+        # differently).
         pooled = pooled[0] if len(pooled) == 1 else torch.cat(pooled)
         return logits, out.view(b, n * m, -1), self.value_head(pooled)[:, 0]
 
     def _play_chunk(self, pair, buyer, product, market, open_, value: bool, x, y, out):
         """One chunk of ``_play``: h1 in ``x``, its side terms in ``y``, h2 in ``out``;
-        returns (when ``value``) the pooled market embeddings."""
+        returns the pair logits and (when ``value``) the pooled market embeddings."""
         b, n, m, f = pair.shape
         full = (b, n, m, self.cfg.hidden)
         keep = open_[..., None].to(pair.dtype)
@@ -180,10 +188,13 @@ class SellerNet(nn.Module):
         h2.add_(rest).relu_()
         if self.cfg.film:
             h2.mul_(self._gate(whole))
-        if not value:  # greedy play reads h2 at open pairs only, where the mask is 1
-            return None
-        h2.mul_(keep)
-        return torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
+        if value:  # greedy play reads h2 at open pairs only, where the mask is 1
+            h2.mul_(keep)
+        logits = self.pair_head(h2).reshape(b, n * m)
+        logits = logits.masked_fill(~open_.reshape(b, n * m), float("-inf"))
+        if not value:
+            return logits, None
+        return logits, torch.cat([h2.sum((1, 2)) / count, h2.amax(dim=(1, 2))], dim=-1)
 
     def _gate(self, whole: torch.Tensor) -> torch.Tensor:
         """(B, H) market summary -> (B, 1, 1, H) per-unit scales in (0, 2)."""

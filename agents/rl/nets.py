@@ -137,12 +137,13 @@ class SellerNet(nn.Module):
     def _play(self, pair, buyer, product, market, open_, value: bool):
         """``forward`` without gradients: the same operations on the same operands in the
         same order, so the same numbers to the bit (``tests/test_rl.py`` checks it on
-        random nets), run over a few hundred markets at a time (``PLAY_ROWS`` pairs), so
-        that a chunk's (pairs, H) temporaries stay in the cache between the dozen passes
-        over them (at B = 4096 on the retail config this takes a turn of the network from
-        34 to 20 ms here: ``benchmarks/training.py``). The temporaries are buffers reused
-        from call to call (fresh ones cost a page fault per 4 KB). ``F.linear`` of a
-        (B, N, M, F) input is ``addmm`` on its (B*N*M, F) view, written here with ``out=``.
+        random nets), run over a few hundred markets at a time (``PLAY_ROWS`` pairs, cut
+        by ``_chunk_markets``), so that a chunk's (pairs, H) temporaries stay in the cache
+        between the dozen passes over them (at B = 4096 on the retail config a turn of the
+        network takes 22.5 ms here, against 34.4 ms in one pass: README, Performance).
+        The temporaries are buffers reused from call to call (fresh ones cost a page
+        fault per 4 KB). ``F.linear`` of a (B, N, M, F) input is ``addmm`` on its
+        (B*N*M, F) view, written here with ``out=``.
 
         The embeddings returned live in a buffer: read them before the next call."""
         b, n, m, _ = pair.shape

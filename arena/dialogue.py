@@ -113,9 +113,13 @@ class Dialogue:
 
     __hash__ = None  # mutable
 
-    def take(self, rows: np.ndarray) -> Dialogue:
-        """The dialogue of the markets ``rows`` (indices or a bool mask), sharing records."""
-        idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows)
+    def take(self, rows: np.ndarray | slice) -> Dialogue:
+        """The dialogue of the markets ``rows`` (indices, a bool mask or a slice), sharing
+        records."""
+        if isinstance(rows, slice):
+            idx = np.arange(len(self.rows))[rows]
+        else:
+            idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows)
         out = Dialogue(0, self.prompts)
         out.rows = [self.rows[int(b)] for b in idx]
         out.only = None if self.only is None else self.only[idx]

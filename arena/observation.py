@@ -127,10 +127,11 @@ def as_batch(x: np.ndarray | float | int, dtype: type | None = None) -> np.ndarr
     return np.asarray([x], dtype=dtype)
 
 
-def take_rows(obs: SellerObs | BuyerObs, rows: np.ndarray) -> SellerObs | BuyerObs:
-    """The observation of the markets ``rows`` (indices) only: every per-market array sliced
-    along the batch axis, the config-wide fields kept. A batch-invariant policy decides a
-    sub-batch exactly as it decides those rows of the whole."""
+def take_rows(obs: SellerObs | BuyerObs, rows: np.ndarray | slice) -> SellerObs | BuyerObs:
+    """The observation of the markets ``rows`` (indices, or a slice: then the arrays are
+    views) only: every per-market array sliced along the batch axis, the config-wide fields
+    kept. A batch-invariant policy decides a sub-batch exactly as it decides those rows of
+    the whole."""
     b = obs.batch_size
     out = {}
     for f in fields(obs):

@@ -268,6 +268,10 @@ def test_views_render_each_market_as_alone():
                            dialogue=True)  # fmt: skip
         assert alone.seller_observation().text(0) == obs.text(k)
         assert take_rows(obs, np.array([k])).text(0) == obs.text(k)
+        assert take_rows(obs, slice(k, k + 1)).text(0) == obs.text(k)
+    part = take_rows(obs, slice(1, 4))  # a slice: views of the arrays, the same dialogues
+    assert np.shares_memory(part.signals, obs.signals)
+    assert [part.text(k) for k in range(3)] == [obs.text(k) for k in range(1, 4)]
 
 
 def test_the_reference_market_renders_the_same_views():

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agents.rows import map_rows
-from arena.observation import COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
+from arena.observation import COUNTER, REJECT, BuyerObs, LastDecision, SellerObs, take_rows
 
 _INVALID = int(LastDecision.INVALID)
 _NONE = int(LastDecision.NONE)
@@ -57,6 +57,10 @@ class SellerMemory:
         return cls(
             np.full((b, n, m), np.inf), np.zeros((b, n), np.int64), z, z.copy(), z.copy(), z.copy()
         )
+
+    def rows(self, rows: slice) -> SellerMemory:
+        """Markets ``rows``, as views."""
+        return SellerMemory(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
     def restart(self, rows: np.ndarray) -> None:
         self.caps[rows] = np.inf
@@ -131,21 +135,6 @@ ROWS_PER_THREAD = 16384
 thread costs more than it saves)."""
 
 
-def _rows(x, rows: slice):
-    """Markets ``rows`` of an observation, a memory or an expert table, as views."""
-    if isinstance(x, tuple):
-        return tuple(a[rows] for a in x)
-    b = x.signals.shape[0] if isinstance(x, SellerObs) else x.caps.shape[0]
-    return dataclasses.replace(
-        x,
-        **{
-            f.name: getattr(x, f.name)[rows]
-            for f in dataclasses.fields(x)
-            if isinstance(getattr(x, f.name), np.ndarray) and getattr(x, f.name).shape[:1] == (b,)
-        },
-    )
-
-
 def seller_features(
     obs: SellerObs,
     mem: SellerMemory,
@@ -172,7 +161,8 @@ def seller_features(
     )
 
     def part(rows: slice) -> None:
-        _seller_features(_rows(obs, rows), _rows(mem, rows), _rows(expert, rows), out.rows(rows))
+        table = (expert[0][rows], expert[1][rows])
+        _seller_features(take_rows(obs, rows), mem.rows(rows), table, out.rows(rows))
 
     map_rows(part, b, threads, -(-ROWS_PER_THREAD // (n * m)))
     return out

@@ -274,8 +274,6 @@ class GreedyMatcher(SellerPolicy):
 
     def _best_rows(self, s, caps, cost, sigma: float, obs: SellerObs, threads: int):
         """``_best`` on rows of the arrays side by side (``threads`` > 1)."""
-        if threads <= 1:
-            return self._best(s, caps, cost, sigma, obs)
         pairs = int(np.prod(s.shape[1:]))
         parts = map_rows(
             lambda r: self._best(s[r], caps[r], cost[r], sigma, obs),
@@ -283,6 +281,8 @@ class GreedyMatcher(SellerPolicy):
             threads,
             -(-_ROWS_PER_THREAD // (pairs * self.grid)),
         )
+        if len(parts) == 1:
+            return parts[0]
         return tuple(np.concatenate(x) for x in zip(*parts, strict=True))
 
     def pair_table(self, obs: SellerObs, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_con
 from agents.rl.policies import RLBuyer, RLSeller
 from agents.rl.ppo import gae, returns_to_go, train
 from agents.scripted.buyers import Truthful
+from agents.scripted.sellers import GreedyMatcher
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch
@@ -214,6 +215,59 @@ def test_the_market_gate_starts_as_no_gate_and_then_changes_the_play():
         assert not torch.equal(a, gated.net(*f, open_)[0])
     with pytest.raises(ValueError, match="seller-side"):
         _tiny(Path("."), "buyer", film=True)
+
+
+def test_pooled_answers_are_the_markets_answers_over_all_its_buyers():
+    """``pooled``: four market features after the others, from the answers so far."""
+    from agents.rl import features
+    from agents.rl.features import SellerFeatures, SellerMemory
+
+    obs = BatchedMarket(generate_batch(SMALL, 0, range(2))).seller_observation()
+    mem = SellerMemory.empty(2, SMALL.buyers, SMALL.products)
+    # Market 0: buyer 0 answered twice (refused once, by countering), buyer 2 once (a
+    # refusal 0.1 of the range above its signal); market 1: no answer yet.
+    mem.answers[0, [0, 2]] = (2, 1)
+    mem.refusals[0, [0, 2]] = (1, 1)
+    mem.counters[0, 0] = 1
+    mem.depth[0, [0, 2]] = (0.2, 0.1)
+    expert = GreedyMatcher().pair_table(obs)
+    plain = features.seller_features(obs, mem, expert)
+    pooled = features.seller_features(obs, mem, expert, pooled=True)
+    assert pooled.market.shape == (2, SellerFeatures.MARKET + SellerFeatures.POOLED)
+    np.testing.assert_allclose(
+        pooled.market[:, SellerFeatures.MARKET :],
+        [[2 / 3, 1 / 3, 0.3 / 3, 3 / SMALL.buyers / 3], [0, 0, 0, 0]],
+        rtol=1e-6,
+    )
+    for a, b in zip(plain.arrays()[:3], pooled.arrays()[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(plain.market, pooled.market[:, : SellerFeatures.MARKET])
+
+
+def test_a_pooled_seller_keeps_its_features_through_checkpoints_and_training(tmp_path):
+    from agents.rl.features import SELLER_FEATURES, SELLER_FEATURES_POOLED
+    from agents.rl.ppo import TrainError
+
+    torch.manual_seed(0)
+    seller = RLSeller(hidden=16, pooled=True)
+    assert seller.pooled and seller.net.cfg.features == SELLER_FEATURES_POOLED
+    assert not _seller().pooled and _seller().net.cfg.features == SELLER_FEATURES
+    assert check_seller(lambda seed: RLSeller(seller.net, seed=seed, greedy=False)) == []
+    back = checkpoint.load(checkpoint.save(tmp_path / "ck", seller, name="pooled"))
+    assert back.pooled
+    cfg = _tiny(tmp_path, pooled=True, iterations=2, checkpoint_every=0)
+    assert cfg.to_dict()["pooled"] is True
+    assert "pooled" not in _tiny(tmp_path).to_dict()  # as the shipped checkpoints record it
+    train(cfg, tmp_path / "run", progress=False)
+    assert checkpoint.load(tmp_path / "run").pooled
+    plain = checkpoint.save(tmp_path / "plain", _seller(), name="plain")
+    with pytest.raises(TrainError, match="train.pooled = true"):
+        train(dataclasses.replace(cfg, init=str(plain)), tmp_path / "again", progress=False)
+    with pytest.raises(TrainError, match="sees features"):
+        taught = dataclasses.replace(cfg, teachers=(("small", str(plain)),), teacher_coef=0.2)
+        train(taught, tmp_path / "t", progress=False)
+    with pytest.raises(ValueError, match="seller-side"):
+        _tiny(tmp_path, "buyer", pooled=True)
 
 
 def test_play_buffers_follow_the_input_and_stay_out_of_copies():

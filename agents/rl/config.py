@@ -186,6 +186,10 @@ class TrainConfig:
     film: bool = False
     """Seller side: a per-market gate on the network's second layer
     (``agents.rl.nets.SellerNetConfig.film``)."""
+    pooled: bool = False
+    """Seller side: the network also sees the answers of the market's buyers pooled
+    (``agents.rl.features.SellerFeatures.POOLED``); a ``train.init`` checkpoint and
+    every teacher must see the same features."""
     imitate: str = ""
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
@@ -305,6 +309,8 @@ class TrainConfig:
             raise ValueError("train.learned_disclosure: a buyer-side option")
         if self.film and self.side != "seller":
             raise ValueError("train.film: a seller-side option")
+        if self.pooled and self.side != "seller":
+            raise ValueError("train.pooled: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
         if self.expert_pull not in ("move", "pair"):
@@ -357,6 +363,8 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
+        if not self.pooled:  # the option is newer than the shipped checkpoints' records
+            out.pop("pooled")
         fam = self.family
         out["family"] = {
             "configs": {name: cfg.to_dict() for name, cfg in fam.configs},

@@ -102,6 +102,11 @@ class SellerFeatures:
     BUYER = 10
     PRODUCT = 3
     MARKET = 5
+    POOLED = 4
+    """Market features after the first ``MARKET``, for sellers built with ``pooled``: the
+    answers of the market's buyers pooled (refusal, counter and refusal-depth rates over
+    every answer so far, and the answers per buyer), so that the buyers' first answers
+    tell the seller what the others it has not asked yet are likely to be."""
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.pair, self.buyer, self.product, self.market
@@ -117,6 +122,8 @@ SELLER_FEATURES = (
     SellerFeatures.PRODUCT,
     SellerFeatures.MARKET,
 )
+SELLER_FEATURES_POOLED = SELLER_FEATURES[:3] + (SellerFeatures.MARKET + SellerFeatures.POOLED,)
+"""``SELLER_FEATURES`` with the pooled answers (``seller_features(..., pooled=True)``)."""
 
 
 def _stack(cols: list, out: np.ndarray | None = None) -> np.ndarray:
@@ -140,9 +147,11 @@ def seller_features(
     mem: SellerMemory,
     expert: tuple[np.ndarray, np.ndarray],
     threads: int = 1,
+    pooled: bool = False,
 ) -> SellerFeatures:
     """Every feature of every pair, buyer, product and market (all finite). ``expert``:
-    an expert's (B, N, M) expected margins (-inf where not open) and prices.
+    an expert's (B, N, M) expected margins (-inf where not open) and prices. ``pooled``
+    adds the ``SellerFeatures.POOLED`` market features after the others.
 
     ``threads`` > 1 shares the markets among up to that many threads (numpy lets go of
     the interpreter in its loops, so they run side by side): each market's features are
@@ -155,7 +164,7 @@ def seller_features(
                 (b, n, m, SellerFeatures.PAIR),
                 (b, n, SellerFeatures.BUYER),
                 (b, m, SellerFeatures.PRODUCT),
-                (b, SellerFeatures.MARKET),
+                (b, SellerFeatures.MARKET + SellerFeatures.POOLED * pooled),
             )
         )
     )
@@ -245,8 +254,8 @@ def _seller_features(
     )
     _stack([c[:, 0], obs.stock / np.maximum(obs.inventory, 1), obs.stock == 1], out.product)
 
-    # How buyers answer is kept per buyer only: a market may mix kinds of buyers (humans
-    # and agents), so answers pooled over the market would tell it nothing reliable.
+    # How buyers answer is kept per buyer here: a market may mix kinds of buyers (humans
+    # and agents), so answers pooled over the market are only an option (``pooled``).
     n_active = np.maximum(obs.active.sum(axis=1), 1)
     left = (obs.turns - obs.turn).astype(float)
     _stack(
@@ -257,8 +266,22 @@ def _seller_features(
             np.minimum(obs.stock.sum(axis=1) / n_active, 3.0) / 3.0,
             np.full(b, min(n / T, 4.0) / 4.0),
         ],
-        out.market,
+        out.market[:, : SellerFeatures.MARKET],
     )
+    if out.market.shape[1] > SellerFeatures.MARKET:
+        # Pooled over the market's buyers, human or agent alike: in a mixed market they
+        # tell the mix, and each buyer's own answers stay among its buyer features.
+        said = mem.answers.sum(axis=1)
+        per = np.maximum(said, 1.0)
+        _stack(
+            [
+                mem.refusals.sum(axis=1) / per,
+                mem.counters.sum(axis=1) / per,
+                mem.depth.sum(axis=1) / per,
+                np.minimum(said / n, 3.0) / 3.0,
+            ],
+            out.market[:, SellerFeatures.MARKET :],
+        )
 
 
 def _rank(x: np.ndarray, axis: int) -> np.ndarray:

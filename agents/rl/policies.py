@@ -45,6 +45,7 @@ from agents.rl.features import (
     BUYER_FEATURES,
     DISCLOSURE_FEATURES,
     SELLER_FEATURES,
+    SELLER_FEATURES_POOLED,
     BuyerMemory,
     SellerFeatures,
     SellerMemory,
@@ -147,6 +148,7 @@ class RLSeller(SellerPolicy):
         markups: tuple[float, ...] = MARKUPS,
         hidden: int = 48,
         film: bool = False,
+        pooled: bool = False,
     ) -> None:
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
@@ -156,10 +158,17 @@ class RLSeller(SellerPolicy):
         if not self.expert_offsets or self.expert_offsets[0] != 0.0:
             raise ValueError("expert_offsets must start with 0.0 (the expert's own price)")
         if net is None:
-            net = SellerNet(SellerNetConfig(SELLER_FEATURES, self.levels, hidden, film))
-        if net.cfg.levels != self.levels or net.cfg.features != SELLER_FEATURES:
+            features = SELLER_FEATURES_POOLED if pooled else SELLER_FEATURES
+            net = SellerNet(SellerNetConfig(features, self.levels, hidden, film))
+        if net.cfg.levels != self.levels or net.cfg.features not in (
+            SELLER_FEATURES,
+            SELLER_FEATURES_POOLED,
+        ):
             raise ValueError("the network's levels or features do not fit this policy")
         self.net = net
+        self.pooled = net.cfg.features == SELLER_FEATURES_POOLED
+        """Whether it sees the pooled answers (``SellerFeatures.POOLED``): the network's
+        feature counts say so."""
         self.seed = int(seed)
         self.greedy = greedy
         self._mem: SellerMemory | None = None
@@ -213,7 +222,8 @@ class RLSeller(SellerPolicy):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
-        x = seller_features(obs, self._mem, self._table, threads=torch.get_num_threads())
+        threads = torch.get_num_threads()
+        x = seller_features(obs, self._mem, self._table, threads=threads, pooled=self.pooled)
         open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
         live = open_.any(axis=(1, 2))
         # Ended markets have no open pair; any pair will do for their ignored message.

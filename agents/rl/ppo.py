@@ -739,12 +739,19 @@ def _new_policy(cfg: TrainConfig):
         want = RLSeller if cfg.side == "seller" else RLBuyer
         if not isinstance(policy, want):
             raise TrainError(f"train.init: {cfg.init} is not a {cfg.side} checkpoint")
+        if cfg.side == "seller" and policy.pooled != cfg.pooled:
+            raise TrainError(
+                f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
+                f"train.pooled = {str(cfg.pooled).lower()} asks for the other kind"
+            )
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
     torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from torch's RNG
     if cfg.side == "seller":
-        return RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden, film=cfg.film)
+        return RLSeller(
+            seed=cfg.seed, greedy=False, hidden=cfg.hidden, film=cfg.film, pooled=cfg.pooled
+        )
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)
 

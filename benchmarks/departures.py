@@ -3,7 +3,9 @@
     python benchmarks/departures.py [--markets 500] [--buyers truthful] [--markdown]
                                     [--sizes] SELLER ...
 
-SELLER: a registry name or a checkpoint directory. On the markets of
+SELLER: a registry name, a registry name with numeric parameters
+(``greedy_matcher:patience=0.04``: the matcher asking 0.04 of the range more while turns
+are to spare) or a checkpoint directory. On the markets of
 ``benchmarks/generalization.py`` (same configs, same seed), each seller plays against
 ``--buyers``; on every turn of every live market a fresh greedy matcher is asked which
 (buyer, product) pair it would offer on the same observation. Printed per seller and
@@ -92,8 +94,21 @@ class Agreement(SellerPolicy):
 
 
 def _seller(name: str) -> SellerPolicy:
-    """A registered seller or a checkpoint directory, as the tournaments build them."""
-    return registry.make(name, "seller", seed=0)
+    """A registered seller (``NAME:key=value,...`` sets numeric parameters) or a
+    checkpoint directory, as the tournaments build them."""
+    base, _, given = name.partition(":")
+    if not given or Path(name).exists():
+        return registry.make(name, "seller", seed=0)
+    params = {}
+    for item in given.split(","):
+        key, eq, value = item.partition("=")
+        try:
+            params[key.strip()] = float(value)
+        except ValueError:
+            eq = ""
+        if not eq:
+            raise ValueError(f"{name!r}: parameters must be key=number, got {item!r}")
+    return registry.make(base, "seller", seed=0, **params)
 
 
 def _paired(configs: dict, sellers: list[str], buyers: str, markets: int, wrap=None):

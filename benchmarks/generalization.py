@@ -322,6 +322,22 @@ def candidate_table(cells: Cells, runs: list[str]) -> list:
     return rows
 
 
+def missed_table(cells: Cells, runs: list[str]) -> list:
+    """Every cell that a seller (rl_seller, then each checkpoint in ``runs``) misses, with
+    the scripted seller closest to beating it there (the lowest lower bound) and the
+    paired difference to that seller: which cells a variant trades, and by how much."""
+    rows = []
+    for run in ["rl_seller", *runs]:
+        name = _entry(run)
+        for config in CONFIGS:
+            for buyer, rule in BUYERS:
+                diffs = _against_scripted(cells, name, buyer, rule, config)
+                k = min(range(len(diffs)), key=lambda i: diffs[i][1])
+                if diffs[k][1] <= 0:
+                    rows.append([run, config, _label(buyer, rule), SELLERS[1 + k], _fmt(*diffs[k])])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/generalization.py", description=__doc__.split("\n")[0]
@@ -407,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         tables["candidates"] = (
             ["seller", *CONFIGS, "beats every scripted seller"],
             candidate_table(cells, args.candidates),
+        )
+        tables["missed cells"] = (
+            ["seller", "config", "buyers", "closest scripted seller", "profit difference"],
+            missed_table(cells, args.candidates),
         )
     for name, (header, rows) in tables.items():
         print(f"\n## {name} ({args.markets} markets per cell, paired 95% CI)\n")

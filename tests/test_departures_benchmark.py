@@ -40,6 +40,19 @@ def test_the_table_and_a_bad_entry(dep, capsys):
     assert dep.main(["greedy_matcher", "--buyers", "nobody", "--markets", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("error:" in line for line in err)
+    for bad in ("greedy_matcher:patience", "greedy_matcher:patience=x", "greedy_matcher:nope=1"):
+        assert dep.main([bad, "--markets", "5"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and bad.split(":")[1].split("=")[0] in err
+
+
+def test_a_seller_with_parameters(dep):
+    patient = dep._seller("greedy_matcher:patience=0.04,markup=0.2")
+    assert (patient.patience, patient.markup) == (0.04, 0.2)
+    rows = dep.size_rows(
+        ["greedy_matcher", "greedy_matcher:patience=0.04"], "truthful", 30, ("retail",)
+    )
+    assert rows[0][2] == "+0.0 [+0.0, +0.0]" and rows[1][2] != rows[0][2]
 
 
 def test_sizes_grow_retail_toward_large(dep, capsys):

@@ -97,6 +97,16 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     assert [r[0] for r in candidates] == ["rl_seller", *runs]
     assert candidates[0][-1] == f"{yes} of {cells}"
     assert sum(int(k) for k in candidates[0][1:-1]) == yes
+    missed = tables["missed cells"]["rows"]
+    for row in candidates:  # every cell is met or listed, once
+        listed = [m for m in missed if m[0] == row[0]]
+        assert len(listed) + int(row[-1].split()[0]) == cells
+        assert len({tuple(m[1:3]) for m in listed}) == len(listed)
+    profit = tables["profit"]
+    assert sum(m[0] == "rl_seller" for m in missed) == cells - yes > 0
+    for config, buyers, closest, diff in (m[1:] for m in missed if m[0] == "rl_seller"):
+        row = next(r for r in profit["rows"] if r[:2] == [config, buyers])
+        assert row[-1] == "NO" and row[profit["header"].index(f"- {closest}")] == diff
     seeds = tables["seeds"]["rows"]
     shipped = json.loads((gen.SHIPPED / "rl_seller" / "config.json").read_text())["training"]
     mine = [str(shipped["seed"]), str(shipped["iterations"])]

@@ -656,6 +656,50 @@ def test_the_wholesale_specialist_and_its_stage_3_change_only_what_they_say():
     )
 
 
+def _jitter(base: TrainConfig, **ranges) -> ConfigFamily:
+    return dataclasses.replace(
+        base.family, jitter=tuple((k, ranges.get(k, v)) for k, v in base.family.jitter)
+    )
+
+
+def test_the_stage_2_and_stage_3_variants_change_only_what_they_say():
+    retail = load_train_config("agents/rl/configs/seller_retail.toml")
+    wide = _jitter(retail, products=(-1.0, 2.0), turns=(-4.0, 2.0))
+    wider = _jitter(retail, products=(-1.0, 2.0), turns=(-4.0, 2.0), buyers=(-2.0, 4.0))
+    for name, changed in (
+        ("seller_retail_wide", {"family": wide}),
+        ("seller_retail_wider", {"family": wider}),
+        ("seller_retail_patience02", {"imitation_patience": 0.02}),
+        ("seller_retail_pooled", {"pooled": True}),
+    ):
+        _same_but(f"experiments/{name}.toml", {**changed, "name": name}, "seller_retail.toml")
+    _same_but(
+        "experiments/seller_joint_pooled.toml", {"name": "seller_joint_pooled", "pooled": True}
+    )
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    runs = Path("runs").resolve()  # where the stage commands write (not shipped: train first)
+    for name, changed in (
+        (
+            "seller_stage3_patience02",
+            {"teachers": (("retail", runs / "seller_retail_patience02"),
+                          ("wholesale", stages / "rl_seller_joint"))},
+        ),
+        (
+            "seller_stage3_specialists",
+            {"init": stages / "rl_seller_retail",
+             "teachers": (("retail", stages / "rl_seller_retail"),
+                          ("wholesale", runs / "seller_wholesale"))},
+        ),
+        (
+            "seller_pooled",
+            {"pooled": True, "init": runs / "seller_joint_pooled",
+             "teachers": (("retail", runs / "seller_retail_pooled"),
+                          ("wholesale", runs / "seller_joint_pooled"))},
+        ),
+    ):  # fmt: skip
+        _same_but(f"experiments/{name}.toml", {**changed, "name": name}, base="seller.toml")
+
+
 def _same_but(config: str, changed: dict, base: str = "seller_joint.toml") -> None:
     shipped = load_train_config(f"agents/rl/configs/{base}")
     run = load_train_config(f"agents/rl/configs/{config}")

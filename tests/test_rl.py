@@ -690,6 +690,8 @@ def test_the_stage_2_and_stage_3_variants_change_only_what_they_say():
              "teachers": (("retail", stages / "rl_seller_retail"),
                           ("wholesale", runs / "seller_wholesale"))},
         ),
+        ("seller_stage3_pull05", {"teacher_coef": 0.5}),
+        ("seller_stage3_pull10", {"teacher_coef": 1.0}),
         (
             "seller_pooled",
             {"pooled": True, "init": runs / "seller_joint_pooled",

@@ -154,10 +154,15 @@ def batch_metrics(engine: BatchedMarket, w_star: np.ndarray | None = None) -> di
         ok = w_star > 0
         out["efficiency"] = np.where(ok, out["welfare"] / np.where(ok, w_star, 1.0), np.nan)
         out["capture"] = np.where(ok, out["profit"] / np.where(ok, w_star, 1.0), np.nan)
+        # The best assignment of the buyers who bought: the others' surplus set to 0 (a
+        # value capped at cost), which leaves the optimum of the rest as it is.
         mq = np.full(b.size, np.nan)
-        for k in np.flatnonzero(trades):
-            best = optimal_welfare(b.values[k][got[k]], b.costs[k], b.inventory[k])
-            mq[k] = gains[k] / best if best > 0 else np.nan
+        rows = np.flatnonzero(trades)
+        if rows.size:
+            c = b.costs[rows][:, None, :]
+            v = np.where(got[rows][..., None], b.values[rows], np.minimum(b.values[rows], c))
+            best = optimal_welfare_batch(v, b.costs[rows], b.inventory[rows])
+            mq[rows] = np.where(best > 0, gains[rows] / np.where(best > 0, best, 1.0), np.nan)
         out["match_quality"] = mq
         out["deal_rate"] = trades / engine.shape[1]
         out["trades"] = trades.astype(float)

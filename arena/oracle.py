@@ -233,10 +233,43 @@ def optimal_welfare_batch(
             raise ValueError("max_trades must be non-negative")
         caps = [int(k) for k in arr]
     s = np.maximum(v - c[:, None, :], 0.0)
-    out = np.empty(b, dtype=np.float64)
-    for t in range(b):
-        rows, prods = _solve(s[t], inv[t], caps[t])
-        out[t] = _welfare(s[t], rows, prods)
+    return _welfare_batch(s, inv, caps)
+
+
+def _welfare_batch(s: np.ndarray, inv: np.ndarray, caps: list[int | None]) -> np.ndarray:
+    """``_welfare(_solve(...))`` of every market of a batch, bit for bit, with the setup
+    done once per group of markets that share an inventory and a cap (one group, in a
+    batch drawn from one config), so that only the assignment solver runs per market."""
+    b, n, m = s.shape
+    out = np.zeros(b, dtype=np.float64)
+    if b == 0 or n == 0 or m == 0:
+        return out
+    # None (no cap) behaves like any cap of at least N: every buyer may trade.
+    cap = np.array([n if k is None else min(k, n) for k in caps], dtype=np.int64)
+    _, group = np.unique(np.column_stack([inv, cap]), axis=0, return_inverse=True)
+    smax = s.max(axis=(1, 2))
+    from scipy.optimize import linear_sum_assignment
+
+    for g in range(int(group.max()) + 1):
+        members = np.flatnonzero((group.ravel() == g) & (smax > 0.0))
+        if members.size == 0:
+            continue
+        first = members[0]
+        k = int(cap[first])
+        units = np.minimum(inv[first], n)
+        unit_product = np.repeat(np.arange(m), units)
+        n_units = unit_product.size
+        if n_units == 0 or k == 0:
+            continue
+        weights = s[members][:, :, unit_product]
+        if k < min(n, n_units):  # the dummy columns of ``_solve``, per market
+            dummies = np.broadcast_to(2.0 * smax[members, None, None], (members.size, n, n - k))
+            weights = np.concatenate([weights, dummies], axis=2)
+        for t, w in zip(members, weights, strict=True):
+            rows, cols = linear_sum_assignment(w, maximize=True)
+            real = cols < n_units
+            picked = s[t, rows[real], unit_product[cols[real]]]
+            out[t] = float(picked[picked > 0.0].sum())
     return out
 
 

@@ -107,9 +107,14 @@ def main() -> None:
     rows.append(["bare numpy loop B=4096", 4096, turns, f"{dt * 1e3:.1f}", f"{turns / dt:,.0f}"])
 
     engine = play_batch(generate_batch(CONFIG, 0, 4096), PostedPrice(), Truthful())
-    t0 = time.perf_counter()
-    batch_metrics(engine)
-    out["metrics_ms_b4096"] = (time.perf_counter() - t0) * 1e3
+
+    def metrics() -> int:
+        batch_metrics(engine)
+        return 0
+
+    metrics()  # the first call also imports the solver (scipy.optimize)
+    dt, _ = best_of(metrics, 3)
+    out["metrics_ms_b4096"] = dt * 1e3
 
     out["ratio"] = out["batched_turns_per_s"] / out["scalar_turns_per_s"]
     out["engine_vs_bare"] = out["batched_turns_per_s"] / out["bare_numpy_turns_per_s"]
@@ -126,8 +131,8 @@ def main() -> None:
     )
     print(
         f"batched (B=4096) / scalar: {out['ratio']:,.0f}x;  engine / bare loop: "
-        f"{out['engine_vs_bare']:.2f};  all metrics incl. oracle for 4096 markets: "
-        f"{out['metrics_ms_b4096']:.0f} ms"
+        f"{out['engine_vs_bare']:.2f};  all metrics for 4096 markets (two oracle solves "
+        f"each): {out['metrics_ms_b4096']:.0f} ms"
     )
     if args.json:
         print(json.dumps({k: round(v, 3) for k, v in out.items()}))

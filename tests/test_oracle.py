@@ -196,9 +196,30 @@ def test_batch_equals_loop() -> None:
         batch_cap = optimal_welfare_batch(values, costs, inventory, caps)
         batch_two = optimal_welfare_batch(values, costs, inventory, 2)
         assert batch_free.shape == (b,)
-        np.testing.assert_allclose(batch_free, loop_free, atol=TOL)
-        np.testing.assert_allclose(batch_cap, loop_cap, atol=TOL)
-        np.testing.assert_allclose(batch_two, loop_two, atol=TOL)
+        # Bit for bit: the batch solves the same matrices and sums the same pairs in order.
+        np.testing.assert_array_equal(batch_free, loop_free)
+        np.testing.assert_array_equal(batch_cap, loop_cap)
+        np.testing.assert_array_equal(batch_two, loop_two)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_batch_is_exact_and_independent_of_its_other_markets(seed) -> None:
+    """Markets that share an inventory and a cap are solved as a group; a market's W*_T is
+    the scalar one exactly, whatever else its batch holds and in any order."""
+    rng = np.random.default_rng(100 + seed)
+    b, (n, m) = 40, [(16, 8), (12, 6), (8, 4), (3, 5)][seed % 4]  # large down to retail
+    values = rng.uniform(0, 10, size=(b, n, m))
+    values[rng.random(b) < 0.1] = 0.0  # some markets without any positive surplus
+    costs = rng.uniform(0, 5, size=(b, m))
+    shared = rng.integers(0, 3, size=m)  # most markets share one inventory, as in one config
+    inventory = np.where(rng.random((b, 1)) < 0.7, shared, rng.integers(0, 3, size=(b, m)))
+    caps = rng.choice([0, 1, 2, n, n + 3], size=b)
+    loop = [optimal_welfare(values[t], costs[t], inventory[t], int(caps[t])) for t in range(b)]
+    batch = optimal_welfare_batch(values, costs, inventory, caps)
+    np.testing.assert_array_equal(batch, loop)
+    order = rng.permutation(b)
+    shuffled = optimal_welfare_batch(values[order], costs[order], inventory[order], caps[order])
+    np.testing.assert_array_equal(shuffled, batch[order])
 
 
 # ---------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def evaluate_with_transcripts(
     prompts: bool = False,
 ) -> tuple[dict[str, np.ndarray], dict[int, list[dict]]]:
     """``evaluate_batch``, and the transcripts of the markets in batch ``rows`` kept during
-    the same play: {market index: [turn dicts]} (``arena.market.TurnRecord.to_dict``; with
+    the same play: {market index: [turn dicts]} (``arena.transcript.TurnRecord.to_dict``; with
     ``prompts``, each turn also holds what each side was shown). No market is replayed."""
     keep = np.zeros(batch.size, bool)
     keep[np.asarray(rows, np.int64)] = True

@@ -2,7 +2,7 @@
 
 The batched engine acts on arrays; when asked (``BatchedMarket(..., dialogue=True)``) it
 also keeps, per market row, the transcript of the turns played so far, in the scalar
-market's own record type (``arena.market.TurnRecord``: raw text, parsed message,
+market's own record type (``arena.transcript.TurnRecord``: raw text, parsed message,
 violation and protocol error, trade, departure). Observations carry it, so each side
 can render what it may see (``arena.text``), and a finished market's records are its
 transcript: no market is replayed to get one.
@@ -23,9 +23,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arena.market import Trade, TurnRecord, Violation, parse_message
 from arena.messages import BuyerMessage, Decision, Offer, SellerMessage
 from arena.protocol import format_price, parse_buyer_message, parse_seller_message
+from arena.rules import Violation
+from arena.transcript import Trade, TurnRecord, parse_message
 
 _DECISIONS = (Decision.REJECT, Decision.ACCEPT, Decision.COUNTER)
 

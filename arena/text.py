@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import math
 
-from arena.market import TurnRecord, Violation
 from arena.messages import BuyerMessage, Offer, SellerMessage
 from arena.observation import BuyerObs, LastDecision, SellerObs
 from arena.protocol import format_price
+from arena.rules import Violation
+from arena.transcript import TurnRecord
 
 __all__ = ["buyer_view", "seller_view", "num"]
 

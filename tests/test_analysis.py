@@ -20,7 +20,8 @@ from tournaments.analysis import (
     side_leaderboards,
     surplus_split,
 )
-from tournaments.tables import fmt, fmt_ci, format_tables
+from tournaments.formatting import fmt, fmt_ci
+from tournaments.tables import format_tables
 
 CAPTURE = {"strong": 0.6, "weak": 0.3}  # share of W* the seller takes as profit
 TOUGHNESS = {"alpha": 0.0, "beta": 0.05}  # share of W* the buyer claws back

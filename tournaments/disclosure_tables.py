@@ -14,14 +14,13 @@ from tournaments.disclosure import (
     PolicyRow,
 )
 from tournaments.effects import EffectRow, informative_effects
+from tournaments.formatting import Section, fmt, fmt_ci
 
 
-def study_sections(study: DisclosureStudy) -> list:
-    """The study's tables (``tournaments.tables.Section``), for the terminal and the
+def study_sections(study: DisclosureStudy) -> list[Section]:
+    """The study's tables (``tournaments.formatting.Section``), for the terminal and the
     Markdown report. Keys: ``study:effect:RULE``, ``study:policy``, ``study:rates``,
     ``study:learned``."""
-    from tournaments.tables import Section, fmt, fmt_ci
-
     out = []
     for rule in TREATMENTS:
         kept, omitted = informative_effects([r for r in study.effects if r.treatment == rule])

@@ -27,8 +27,9 @@ from typing import Any
 
 from arena.generator import MarketInstance
 from tournaments.analysis import Analysis
+from tournaments.formatting import Section
 from tournaments.records import Records
-from tournaments.tables import Section, sections
+from tournaments.tables import sections
 from tournaments.viewer import play_data, viewer_data
 
 STATIC = Path(__file__).resolve().parent / "static"

@@ -30,8 +30,8 @@ import numpy as np
 
 from tournaments.analysis import RatingRow, SplitRow
 from tournaments.effects import EffectRow
+from tournaments.formatting import fmt
 from tournaments.plot_text import draw_labels, xticks, yticks
-from tournaments.tables import fmt
 
 DPI = 110
 SIDE_COLORS = {"seller": "tab:blue", "buyer": "tab:orange"}

@@ -23,9 +23,10 @@ from tabulate import tabulate
 from tournaments.analysis import SCORE_COLUMNS, Analysis, analyze, elo_of_records
 from tournaments.background import Background
 from tournaments.effects import informative_effects
+from tournaments.formatting import Section
 from tournaments.records import Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
-from tournaments.tables import Section, format_tables, sections
+from tournaments.tables import format_tables, sections
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ import math
 from collections.abc import Iterable, Sequence
 
 from arena.generator import MarketInstance, generate
-from arena.market import Market, TurnRecord
+from arena.market import Market
 from arena.metrics import seller_benchmarks
 from arena.oracle import optimal_assignment
+from arena.transcript import TurnRecord
 
 
 def _num(x: float, digits: int = 4) -> float | None:

@@ -27,9 +27,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         compare_runs,
         stored_columns,
     )
+    from tournaments.formatting import fmt, fmt_ci
     from tournaments.records import MATCH_KEYS
     from tournaments.store import ResultStore
-    from tournaments.tables import fmt, fmt_ci
     from tournaments.types import STORED_METRICS
 
     metrics = _names(args.metrics, COMPARE_METRICS, (*STORED_METRICS, "score"), "--metrics")

@@ -88,9 +88,10 @@ def _report(folder: str, full: bool, quiet: bool = False, html: bool = False) ->
     Markdown report with its plots into the run folder (a read-only folder gets the tables
     and a warning). Progress on stderr unless ``quiet``."""
     from tournaments.analysis import BACKGROUND_ELO_GAMES, COLUMNS
+    from tournaments.formatting import format_section
     from tournaments.report import analyze_run, report_text, start_elo, write_report
     from tournaments.store import ResultStore
-    from tournaments.tables import format_section, sections
+    from tournaments.tables import sections
 
     store = ResultStore.open(folder)
     steps = Steps(REPORT_STEPS, enabled=not quiet, desc="report")

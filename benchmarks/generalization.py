@@ -2,6 +2,7 @@
 
     python benchmarks/generalization.py [--markets 5000] [--markdown] [--json FILE]
                                         [--seed-runs DIR ...] [--candidates DIR ...]
+                                        [--buyer-candidates DIR ...]
 
 Sellers: the shipped ``rl_seller`` and every scripted seller (the oracle as a labelled
 reference). Buyers: every scripted buyer and the mixed population (human=noisy_human,
@@ -24,7 +25,8 @@ matcher's; capture relative to the greedy matcher's per config; and, when the sh
 the best scripted buyer's. ``--seed-runs`` adds the in-distribution profit of other
 training seeds' checkpoints (their spread across seeds); ``--candidates`` scores other
 seller checkpoints the way rl_seller is scored (cells where each beats every scripted
-seller, per config), for comparing training variants on the same markets.
+seller, per config), for comparing training variants on the same markets;
+``--buyer-candidates`` does the same for buyer checkpoints, as rl_buyer is scored.
 """
 
 from __future__ import annotations
@@ -237,8 +239,9 @@ def capture_check(capture: dict) -> list:
     return out
 
 
-def buyer_table(cells: Cells) -> list:
-    """rl_buyer's surplus beside the best scripted buyer's, per seller and config."""
+def buyer_table(cells: Cells, buyer: str = "rl_buyer") -> list:
+    """``buyer``'s surplus (rl_buyer's, or a checkpoint's) beside the best scripted
+    buyer's, per seller and config."""
     rows = []
     sellers = ("rl_seller",) + SELLERS[1:-1]
     for config in CONFIGS:
@@ -247,10 +250,10 @@ def buyer_table(cells: Cells) -> list:
             for b in SCRIPTED_BUYERS
         }
         best = max(vs_rl, key=vs_rl.get)
-        rl_vs_rl = np.mean(cells.get("rl_seller", "rl_buyer", "hidden", config)["buyer_surplus"])
+        rl_vs_rl = np.mean(cells.get("rl_seller", buyer, "hidden", config)["buyer_surplus"])
         scripted = [s for s in sellers if s != "rl_seller"]
         rl_avg = np.mean(
-            [np.mean(cells.get(s, "rl_buyer", "hidden", config)["buyer_surplus"]) for s in scripted]
+            [np.mean(cells.get(s, buyer, "hidden", config)["buyer_surplus"]) for s in scripted]
         )
         best_avg = np.mean(
             [np.mean(cells.get(s, best, "hidden", config)["buyer_surplus"]) for s in scripted]
@@ -359,8 +362,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="other seller checkpoints to score cell by cell beside rl_seller",
     )
+    ap.add_argument(
+        "--buyer-candidates",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="other buyer checkpoints to score as rl_buyer is (against rl_seller and the "
+        "scripted sellers)",
+    )
     args = ap.parse_args(argv)
-    for run in args.seed_runs + args.candidates:
+    for run in args.seed_runs + args.candidates + args.buyer_candidates:
         if not checkpoint.is_checkpoint(run):
             print(f"{run}: not a checkpoint directory (no config.json)", file=sys.stderr)
             return 2
@@ -427,6 +438,15 @@ def main(argv: list[str] | None = None) -> int:
         tables["missed cells"] = (
             ["seller", "config", "buyers", "closest scripted seller", "profit difference"],
             missed_table(cells, args.candidates),
+        )
+    if args.buyer_candidates:
+        tables["buyer candidates"] = (
+            ["buyer", *tables["buyer"][0]] if "buyer" in tables else ["buyer"],
+            [
+                [run, *row]
+                for run in args.buyer_candidates
+                for row in buyer_table(cells, str(Path(run).resolve()))
+            ],
         )
     for name, (header, rows) in tables.items():
         print(f"\n## {name} ({args.markets} markets per cell, paired 95% CI)\n")

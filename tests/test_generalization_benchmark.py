@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 
 from agents.rl import checkpoint
-from agents.rl.policies import RLSeller
+from agents.rl.policies import RLBuyer, RLSeller
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,12 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
             training={"seed": seed, "iterations": 7},
         )
         runs.append(str(run))
+    torch.manual_seed(5)
+    fresh = str(checkpoint.save(tmp_path / "buyer", RLBuyer(hidden=8), name="b"))
+    shipped_buyer = str(gen.SHIPPED / "rl_buyer")
     out = tmp_path / "gen.json"
     argv = ["--markets", "12", "--json", str(out), "--seed-runs", *runs, "--candidates", *runs]
+    argv += ["--buyer-candidates", shipped_buyer, fresh]
     assert gen.main(argv) == 0
     printed = capsys.readouterr().out
     tables = json.loads(out.read_text())
@@ -93,6 +97,13 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     ):
         met = sum(r[h.index(column)] == "yes" for r in buyer["rows"])
         assert f"{words} in {met} of {len(gen.CONFIGS)} configs" in printed
+    # A buyer checkpoint is scored as rl_buyer is: the shipped one, given by its path,
+    # repeats rl_buyer's rows; an untrained one does not.
+    scored = tables["buyer candidates"]
+    assert scored["header"] == ["buyer", *h]
+    assert [r[0] for r in scored["rows"]] == [shipped_buyer] * 2 + [fresh] * 2
+    assert [r[1:] for r in scored["rows"][:2]] == buyer["rows"]
+    assert [r[1:] for r in scored["rows"][2:]] != buyer["rows"]
     candidates = tables["candidates"]["rows"]
     assert [r[0] for r in candidates] == ["rl_seller", *runs]
     assert candidates[0][-1] == f"{yes} of {cells}"

@@ -692,6 +692,7 @@ def test_the_stage_2_and_stage_3_variants_change_only_what_they_say():
         ),
         ("seller_stage3_pull05", {"teacher_coef": 0.5}),
         ("seller_stage3_pull10", {"teacher_coef": 1.0}),
+        ("seller_stage3_longer", {"iterations": 120}),
         (
             "seller_pooled",
             {"pooled": True, "init": runs / "seller_joint_pooled",

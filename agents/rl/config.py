@@ -237,7 +237,7 @@ class TrainConfig:
     return is the mean, over its market's buyers, of their surplus from then on (a pooled
     reward: buyers paid so learn to act as one team, where buyers paid their own surplus
     are independent learners). It measures what coordination among buyers would be worth
-    (README, "Does it beat the baselines")."""
+    (docs/rl_experiments.md, "What limits the buyer")."""
     learned_disclosure: bool = False
     """Buyer side: also learn, per market, whether to disclose under the voluntary rule
     (a disclosure head, trained on markets of the voluntary rule)."""

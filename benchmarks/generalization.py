@@ -167,6 +167,17 @@ def _make_seller(name: str):
     return registry.make(name, "seller", seed=0)
 
 
+def _not_a(run: str, side: str) -> str:
+    """Why ``run`` is not a checkpoint directory of a ``side`` policy ("" if it is one)."""
+    if not checkpoint.is_checkpoint(run):
+        return f"{run}: not a checkpoint directory (no config.json)"
+    try:
+        entry = registry.checkpoint_entry(run)
+    except (checkpoint.CheckpointError, registry.UnknownEntry) as err:
+        return str(err.args[0] if err.args else err)
+    return "" if entry.side == side else f"{run}: a {entry.side} checkpoint, not a {side}"
+
+
 def _entry(run: str) -> str:
     """The cell name of a seller given as ``rl_seller`` or as a checkpoint directory."""
     return run if run == "rl_seller" else str(Path(run).resolve())
@@ -371,9 +382,11 @@ def main(argv: list[str] | None = None) -> int:
         "scripted sellers)",
     )
     args = ap.parse_args(argv)
-    for run in args.seed_runs + args.candidates + args.buyer_candidates:
-        if not checkpoint.is_checkpoint(run):
-            print(f"{run}: not a checkpoint directory (no config.json)", file=sys.stderr)
+    sides = [(run, "seller") for run in args.seed_runs + args.candidates]
+    for run, side in sides + [(run, "buyer") for run in args.buyer_candidates]:
+        problem = _not_a(run, side)
+        if problem:
+            print(problem, file=sys.stderr)
             return 2
     if not (SHIPPED / "rl_seller").is_dir():
         print("no shipped rl_seller checkpoint (agents/rl/checkpoints/rl_seller)", file=sys.stderr)

@@ -131,3 +131,26 @@ def test_a_run_that_is_not_a_checkpoint_is_one_line_and_exit_2(gen, tmp_path, ca
     assert gen.main(["--markets", "12", "--candidates", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "nowhere: not a checkpoint directory" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "entry", "says"),
+    [
+        ("--buyer-candidates", "rl_seller", "a seller checkpoint, not a buyer"),
+        ("--candidates", "rl_buyer", "a buyer checkpoint, not a seller"),
+        ("--seed-runs", "rl_buyer", "a buyer checkpoint, not a seller"),
+    ],
+)
+def test_a_checkpoint_of_the_other_side_is_one_line_and_exit_2(gen, capsys, flag, entry, says):
+    assert gen.main(["--markets", "12", flag, str(gen.SHIPPED / entry)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+
+
+def test_a_tampered_checkpoint_is_one_line_and_exit_2(gen, tmp_path, capsys):
+    torch.manual_seed(0)
+    run = checkpoint.save(tmp_path / "s", RLSeller(hidden=8), name="s")
+    (run / "model.safetensors").write_bytes(b"not the weights")
+    assert gen.main(["--markets", "12", "--candidates", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "do not match the hash" in err and err.count("\n") == 1

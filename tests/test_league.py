@@ -283,6 +283,18 @@ def test_bad_league_configs_are_one_clear_error(tmp_path, change, words):
     assert "\n" not in str(err.value) and str(err.value).startswith(str(path))
 
 
+@pytest.mark.parametrize(
+    ("text", "words"), [(None, "cannot read league config"), ("rounds = = 1", "not valid TOML")]
+)
+def test_an_unreadable_league_config_names_its_file_once(tmp_path, text, words):
+    path = tmp_path / "league.toml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(LeagueError, match=re.escape(words)) as err:
+        load_league_config(str(path))
+    assert "\n" not in str(err.value) and str(err.value).count(str(path)) == 1
+
+
 def test_the_shipped_league_configs_load_or_name_the_missing_rl_agent():
     scripted = load_league_config(str(ROOT / "tournaments" / "leagues" / "league_scripted.toml"))
     assert scripted.seller.init == scripted.buyer.init == ""

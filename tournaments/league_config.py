@@ -155,10 +155,11 @@ def load_league_config(path: str, **overrides: Any) -> LeagueConfig:
     """Read a league config (TOML); every problem is one LeagueError naming the file.
     ``overrides`` replace ``[league]`` keys (``rounds``)."""
     try:
-        data = read_toml(path, "league config")
+        data = read_toml(path, "league config")  # its errors name the file already
+    except ValueError as err:
+        raise LeagueError(str(err)) from None
+    try:
         return league_from_dict(data, base=str(Path(path).parent), source=path, **overrides)
-    except LeagueError as err:
-        raise LeagueError(f"{path}: {err}") from None
     except (TypeError, ValueError) as err:
         raise LeagueError(f"{path}: {err}") from None
 

@@ -100,6 +100,26 @@ def _check_max_trades(max_trades: object) -> int | None:
 # ---------------------------------------------------------------------------
 
 
+def _unit_weights(
+    surplus: np.ndarray, inventory: np.ndarray, max_trades: int | None, smax: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The assignment matrix of markets with clipped surplus (..., N, M) that share one
+    inventory and one cap, and the product of each unit column. ``smax`` (...,) is each
+    market's largest surplus."""
+    n = surplus.shape[-2]
+    # A buyer takes one unit, so more than N copies of a product can never all be used.
+    unit_product = np.repeat(np.arange(surplus.shape[-1]), np.minimum(inventory, n))
+    weights = surplus[..., unit_product]
+    if max_trades is not None and max_trades < min(n, unit_product.size):
+        # N - k dummy columns worth more than any single pair: with at least N columns
+        # every buyer is matched, and swapping a real pair for a free dummy always
+        # gains, so an optimum fills all dummies and trades exactly k real units.
+        big = 2.0 * np.asarray(smax)[..., None, None]  # > any one surplus, at any scale
+        dummies = np.broadcast_to(big, (*surplus.shape[:-1], n - max_trades))
+        weights = np.concatenate([weights, dummies], axis=-1)
+    return weights, unit_product
+
+
 def _solve(
     surplus: np.ndarray, inventory: np.ndarray, max_trades: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -114,19 +134,10 @@ def _solve(
     smax = surplus.max()
     if smax <= 0.0:
         return empty, empty
-    # A buyer takes one unit, so more than N copies of a product can never all be used.
-    units = np.minimum(inventory, n)
-    unit_product = np.repeat(np.arange(surplus.shape[1]), units)
+    weights, unit_product = _unit_weights(surplus, inventory, max_trades, smax)
     n_units = unit_product.size
     if n_units == 0:
         return empty, empty
-    weights = surplus[:, unit_product]
-    if max_trades is not None and max_trades < min(n, n_units):
-        # N - k dummy columns worth more than any single pair: with at least N columns
-        # every buyer is matched, and swapping a real pair for a free dummy always
-        # gains, so an optimum fills all dummies and trades exactly k real units.
-        dummies = np.full((n, n - max_trades), 2.0 * smax)  # > any one surplus, at any scale
-        weights = np.concatenate([weights, dummies], axis=1)
     # scipy.optimize is imported on first use: importing it takes most of a second, and
     # readers of stored results (reports) need the metric names, not the solver.
     from scipy.optimize import linear_sum_assignment
@@ -254,17 +265,11 @@ def _welfare_batch(s: np.ndarray, inv: np.ndarray, caps: list[int | None]) -> np
         members = np.flatnonzero((group.ravel() == g) & (smax > 0.0))
         if members.size == 0:
             continue
-        first = members[0]
-        k = int(cap[first])
-        units = np.minimum(inv[first], n)
-        unit_product = np.repeat(np.arange(m), units)
+        k = int(cap[members[0]])
+        weights, unit_product = _unit_weights(s[members], inv[members[0]], k, smax[members])
         n_units = unit_product.size
         if n_units == 0 or k == 0:
             continue
-        weights = s[members][:, :, unit_product]
-        if k < min(n, n_units):  # the dummy columns of ``_solve``, per market
-            dummies = np.broadcast_to(2.0 * smax[members, None, None], (members.size, n, n - k))
-            weights = np.concatenate([weights, dummies], axis=2)
         for t, w in zip(members, weights, strict=True):
             rows, cols = linear_sum_assignment(w, maximize=True)
             real = cols < n_units

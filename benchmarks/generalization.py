@@ -250,6 +250,19 @@ def capture_check(capture: dict) -> list:
     return out
 
 
+BUYER_HEADER = [
+    "config",
+    "best scripted buyer",
+    "its surplus vs rl_seller",
+    "rl_buyer vs rl_seller",
+    "ratio",
+    "best buyer vs scripted sellers",
+    "rl_buyer vs scripted sellers",
+    ">= 1.2x vs rl_seller",
+    ">= best vs scripted",
+]
+
+
 def buyer_table(cells: Cells, buyer: str = "rl_buyer") -> list:
     """``buyer``'s surplus (rl_buyer's, or a checkpoint's) beside the best scripted
     buyer's, per seller and config."""
@@ -424,20 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     if (SHIPPED / "rl_buyer").is_dir():
-        tables["buyer"] = (
-            [
-                "config",
-                "best scripted buyer",
-                "its surplus vs rl_seller",
-                "rl_buyer vs rl_seller",
-                "ratio",
-                "best buyer vs scripted sellers",
-                "rl_buyer vs scripted sellers",
-                ">= 1.2x vs rl_seller",
-                ">= best vs scripted",
-            ],
-            buyer_table(cells),
-        )
+        tables["buyer"] = (BUYER_HEADER, buyer_table(cells))
     if args.seed_runs:
         tables["seeds"] = (
             ["run", "seed", "iterations", "mean in-distribution profit"],
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.buyer_candidates:
         tables["buyer candidates"] = (
-            ["buyer", *tables["buyer"][0]] if "buyer" in tables else ["buyer"],
+            ["buyer", *BUYER_HEADER],
             [
                 [run, *row]
                 for run in args.buyer_candidates

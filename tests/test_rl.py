@@ -26,6 +26,7 @@ from agents.scripted.sellers import GreedyMatcher
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch
+from arena.observation import take_rows
 
 SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
 
@@ -268,6 +269,90 @@ def test_a_pooled_seller_keeps_its_features_through_checkpoints_and_training(tmp
         train(taught, tmp_path / "t", progress=False)
     with pytest.raises(ValueError, match="seller-side"):
         _tiny(tmp_path, "buyer", pooled=True)
+
+
+def test_calibrated_signals_shrink_only_what_spreads_wider_than_tastes():
+    """``calibrate_signals``: per market, each product's signals shrink toward their mean
+    over the buyers by f = min(1, prior^2 / spread^2); a market that spreads no wider
+    than the prior keeps its signals to the bit, and the markets of a batch do not mix."""
+    from agents.rl.features import calibrate_signals
+
+    for seed in range(12):
+        exact = dataclasses.replace(SMALL, buyers=6, products=3, signal_noise=0.0, wealth_spread=0.1)
+        noisy = dataclasses.replace(exact, signal_noise=0.6, price_range=(200.0, 1700.0))
+        for cfg in (exact, noisy):
+            obs = BatchedMarket(generate_batch(cfg, seed, range(5))).seller_observation()
+            assert calibrate_signals(obs, 0.0) is obs
+            out = calibrate_signals(obs, 0.15)
+            lo, hi = obs.price_range
+            dev = obs.signals - obs.signals.mean(axis=1, keepdims=True)
+            spread = np.sqrt(np.square(dev).mean(axis=(1, 2))) / (hi - lo)  # (B,)
+            new_dev = out.signals - out.signals.mean(axis=1, keepdims=True)
+            for b in range(5):
+                if spread[b] <= 0.15:
+                    np.testing.assert_array_equal(out.signals[b], obs.signals[b])
+                    continue
+                f = 0.15**2 / spread[b] ** 2
+                np.testing.assert_allclose(new_dev[b], f * dev[b], rtol=1e-9, atol=1e-9)
+                np.testing.assert_allclose(  # each product's mean stays where it was
+                    out.signals[b].mean(axis=0), obs.signals[b].mean(axis=0), rtol=1e-12
+                )
+                one = calibrate_signals(take_rows(obs, slice(b, b + 1)), 0.15)
+                np.testing.assert_array_equal(one.signals[0], out.signals[b])
+            # Only the signals change; markets with exact signals keep theirs.
+            assert out.costs is obs.costs and out.active is obs.active
+            if cfg is exact:
+                assert (spread < 0.15).any()
+            else:
+                assert (spread > 0.15).all()
+
+
+def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_records_it(
+    tmp_path,
+):
+    """The prior changes the play only where the signals spread wider than it; it goes
+    through checkpoints and training configs, and a bad one is a clear error."""
+    from agents.rl.ppo import _new_policy
+
+    plain = _seller()
+    calibrated = RLSeller(plain.net, signal_prior=0.25)
+    exact = dataclasses.replace(SMALL, signal_noise=0.0, wealth_spread=0.1)
+    noisy = dataclasses.replace(SMALL, signal_noise=0.8)
+    with torch.no_grad():
+        plain.net.pair_head.weight.normal_()  # a net whose choices depend on the signals
+        plain.net.price_head.weight.normal_()
+    a = play_markets(exact, 3, range(64), plain, Truthful())
+    b = play_markets(exact, 3, range(64), calibrated, Truthful())
+    np.testing.assert_array_equal(a["profit"], b["profit"])
+    a = play_markets(noisy, 3, range(64), plain, Truthful())
+    b = play_markets(noisy, 3, range(64), calibrated, Truthful())
+    assert not np.array_equal(a["profit"], b["profit"])
+    assert check_seller(lambda seed: RLSeller(plain.net, seed=seed, signal_prior=0.25)) == []
+
+    back = checkpoint.load(checkpoint.save(tmp_path / "ck", calibrated, name="calibrated"))
+    assert back.signal_prior == 0.25
+    saved = checkpoint.save(tmp_path / "plain", plain, name="plain")
+    assert "signal_prior" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
+    assert checkpoint.load(saved).signal_prior == 0.0
+    for bad in ('"wide"', "-0.1", "true"):
+        cfg_path = tmp_path / "ck" / "config.json"
+        text = json.loads(cfg_path.read_text())
+        text["policy"]["params"]["signal_prior"] = json.loads(bad)
+        cfg_path.write_text(json.dumps(text))
+        with pytest.raises(checkpoint.CheckpointError, match="signal_prior"):
+            checkpoint.load(tmp_path / "ck")
+    with pytest.raises(ValueError, match="signal_prior"):
+        RLSeller(signal_prior=-1.0)
+
+    cfg = _tiny(tmp_path, signal_prior=0.2)
+    assert cfg.to_dict()["signal_prior"] == 0.2
+    assert "signal_prior" not in _tiny(tmp_path).to_dict()  # as the shipped checkpoints record it
+    assert _new_policy(cfg).signal_prior == 0.2
+    assert _new_policy(dataclasses.replace(cfg, init=str(saved))).signal_prior == 0.2
+    with pytest.raises(ValueError, match="seller-side"):
+        _tiny(tmp_path, "buyer", signal_prior=0.2)
+    with pytest.raises(ValueError, match="signal_prior"):
+        _tiny(tmp_path, signal_prior=-0.2)
 
 
 def test_play_buffers_follow_the_input_and_stay_out_of_copies():
@@ -630,7 +715,7 @@ def test_the_stage_3_experiment_configs_change_only_what_they_say(name, changed)
         jitter = tuple((k, changed.get(k, v)) for k, v in shipped.family.jitter)
         assert jitter != shipped.family.jitter
         changed = {"family": dataclasses.replace(shipped.family, jitter=jitter)}
-    changed = {**changed, "name": name}
+    changed = {**changed, "name": name, "signal_prior": 0.0}  # measured before the prior
     _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
     run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
     for path in (run.init, *dict(run.teachers).values()):  # every checkpoint it names exists
@@ -651,7 +736,7 @@ def test_the_wholesale_specialist_and_its_stage_3_change_only_what_they_say():
     )  # command writes it (not shipped: train it first)
     _same_but(
         "experiments/seller_stage3_wholesale_teacher.toml",
-        {"name": "seller_stage3_wholesale_teacher", "teachers": teachers},
+        {"name": "seller_stage3_wholesale_teacher", "teachers": teachers, "signal_prior": 0.0},
         base="seller.toml",
     )
 
@@ -700,7 +785,10 @@ def test_the_stage_2_and_stage_3_variants_change_only_what_they_say():
                           ("wholesale", runs / "seller_joint_pooled"))},
         ),
     ):  # fmt: skip
-        _same_but(f"experiments/{name}.toml", {**changed, "name": name}, base="seller.toml")
+        # Each was measured before seller.toml read the signals through a prior, and
+        # says so (signal_prior = 0), so that its command still gives what was measured.
+        changed = {**changed, "name": name, "signal_prior": 0.0}
+        _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
 
 
 def _same_but(config: str, changed: dict, base: str = "seller_joint.toml") -> None:
@@ -734,7 +822,7 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
     stages = "../checkpoints/stages/"
     _same_but("seller.toml", {
         "name": "rl_seller", "iterations": 60, "init": stages + "rl_seller_joint",
-        "imitate": "", "imitation_iterations": 0, "teacher_coef": 0.2,
+        "imitate": "", "imitation_iterations": 0, "teacher_coef": 0.2, "signal_prior": 0.25,
         "teachers": (("retail", stages + "rl_seller_retail"),
                      ("wholesale", stages + "rl_seller_joint")),
     })  # fmt: skip

@@ -190,6 +190,10 @@ class TrainConfig:
     """Seller side: the network also sees the answers of the market's buyers pooled
     (``agents.rl.features.SellerFeatures.POOLED``); a ``train.init`` checkpoint and
     every teacher must see the same features."""
+    signal_prior: float = 0.0
+    """Seller side: read the signals through ``agents.rl.features.calibrate_signals`` with
+    this prior spread of tastes (a fraction of the range width; 0: the raw signals). It
+    applies to a ``train.init`` checkpoint too, and the checkpoint records it."""
     imitate: str = ""
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
@@ -296,6 +300,7 @@ class TrainConfig:
             "ref_coef",
             "teacher_coef",
             "imitation_patience",
+            "signal_prior",
         ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
@@ -311,6 +316,8 @@ class TrainConfig:
             raise ValueError("train.film: a seller-side option")
         if self.pooled and self.side != "seller":
             raise ValueError("train.pooled: a seller-side option")
+        if self.signal_prior and self.side != "seller":
+            raise ValueError("train.signal_prior: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
         if self.expert_pull not in ("move", "pair"):
@@ -363,8 +370,9 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
-        if not self.pooled:  # the option is newer than the shipped checkpoints' records
-            out.pop("pooled")
+        for newer in ("pooled", "signal_prior"):  # options newer than the first records
+            if not out[newer]:
+                out.pop(newer)
         fam = self.family
         out["family"] = {
             "configs": {name: cfg.to_dict() for name, cfg in fam.configs},

@@ -126,6 +126,33 @@ SELLER_FEATURES_POOLED = SELLER_FEATURES[:3] + (SellerFeatures.MARKET + SellerFe
 """``SELLER_FEATURES`` with the pooled answers (``seller_features(..., pooled=True)``)."""
 
 
+def calibrate_signals(obs: SellerObs, prior: float) -> SellerObs:
+    """``obs`` with every signal replaced by an estimate of the buyer's value: each
+    product's signals shrink toward their mean over the market's buyers by
+
+        f = min(1, prior**2 / spread**2),   spread**2 = mean over (i, j) of (s_ij - mean_j)**2 / w**2
+
+    the posterior mean of a value under a prior spread of tastes ``prior`` (a fraction
+    of the range width w) when the signals spread by ``spread``: what spreads beyond
+    ``prior`` is taken for noise (``arena.generator``: the signal spread is the taste
+    spread plus the signal noise, in quadrature). Markets whose signals spread no more
+    than ``prior`` keep them as they are; a market whose signals are mostly noise gets
+    signals near each product's mean, and prices near what the product fetches on
+    average. Signals are fixed for a market's life, and so is f. ``prior`` <= 0: no
+    change."""
+    if prior <= 0:
+        return obs
+    lo, hi = obs.price_range
+    s = obs.signals
+    mean = s.mean(axis=1, keepdims=True)  # (B, 1, M): each product over the buyers
+    dev = s - mean
+    spread2 = np.square(dev).mean(axis=(1, 2), keepdims=True) / (hi - lo) ** 2
+    f = prior**2 / np.maximum(spread2, 1e-300)
+    if (f >= 1.0).all():
+        return obs
+    return dataclasses.replace(obs, signals=np.where(f < 1.0, mean + f * dev, s))
+
+
 def _stack(cols: list, out: np.ndarray | None = None) -> np.ndarray:
     """The columns (arrays of one shape) side by side on a new last axis, as float32:
     ``np.stack`` of the float32 columns, written in place without the temporaries (into

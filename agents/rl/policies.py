@@ -50,6 +50,7 @@ from agents.rl.features import (
     SellerFeatures,
     SellerMemory,
     buyer_features,
+    calibrate_signals,
     disclosure_features,
     seller_features,
 )
@@ -149,7 +150,12 @@ class RLSeller(SellerPolicy):
         hidden: int = 48,
         film: bool = False,
         pooled: bool = False,
+        signal_prior: float = 0.0,
     ) -> None:
+        if not signal_prior >= 0.0:
+            raise ValueError("signal_prior must be >= 0 (0: the signals as they are)")
+        self.signal_prior = float(signal_prior)
+        """Prior spread of tastes behind ``calibrate_signals`` (0: none)."""
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
         self.markups = tuple(float(x) for x in markups)
@@ -181,18 +187,25 @@ class RLSeller(SellerPolicy):
         expert offsets around it, then the markups over cost."""
         return len(self.offsets) + 1 + len(self.expert_offsets) + len(self.markups)
 
-    def checkpoint_params(self) -> dict[str, list[float]]:
+    def checkpoint_params(self) -> dict[str, list[float] | float]:
         """What a checkpoint stores besides the network (``agents.rl.checkpoint``)."""
-        return {
+        out: dict[str, list[float] | float] = {
             "offsets": list(self.offsets),
             "expert_offsets": list(self.expert_offsets),
             "markups": list(self.markups),
         }
+        if self.signal_prior:  # newer than the first checkpoints' records
+            out["signal_prior"] = self.signal_prior
+        return out
 
     @classmethod
-    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...]]:
+    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...] | float]:
         """Constructor arguments from a checkpoint's params."""
-        return _float_tuples(params)
+        params = dict(params)
+        prior = params.pop("signal_prior", 0.0)
+        if isinstance(prior, bool) or not isinstance(prior, int | float):
+            raise ValueError(f"signal_prior must be a number, got {prior!r}")
+        return {**_float_tuples(params), **({"signal_prior": float(prior)} if prior else {})}
 
     @property
     def expert_level(self) -> int:
@@ -217,6 +230,7 @@ class RLSeller(SellerPolicy):
         """The turn's decision; ``sample`` overrides ``greedy`` (trainers sample). Play
         passes ``record=False``: what only a trainer reads (``logp``, ``value``,
         ``expert_pair``) is then None and not computed."""
+        obs = calibrate_signals(obs, self.signal_prior)
         b, n, m = obs.signals.shape
         if self._mem is None or self._mem.caps.shape != (b, n, m):
             self._mem = SellerMemory.empty(b, n, m)

@@ -744,13 +744,20 @@ def _new_policy(cfg: TrainConfig):
                 f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
                 f"train.pooled = {str(cfg.pooled).lower()} asks for the other kind"
             )
+        if cfg.side == "seller":
+            policy.signal_prior = cfg.signal_prior
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
     torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from torch's RNG
     if cfg.side == "seller":
         return RLSeller(
-            seed=cfg.seed, greedy=False, hidden=cfg.hidden, film=cfg.film, pooled=cfg.pooled
+            seed=cfg.seed,
+            greedy=False,
+            hidden=cfg.hidden,
+            film=cfg.film,
+            pooled=cfg.pooled,
+            signal_prior=cfg.signal_prior,
         )
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)

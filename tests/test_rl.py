@@ -278,7 +278,9 @@ def test_calibrated_signals_shrink_only_what_spreads_wider_than_tastes():
     from agents.rl.features import calibrate_signals
 
     for seed in range(12):
-        exact = dataclasses.replace(SMALL, buyers=6, products=3, signal_noise=0.0, wealth_spread=0.1)
+        exact = dataclasses.replace(
+            SMALL, buyers=6, products=3, signal_noise=0.0, wealth_spread=0.1
+        )
         noisy = dataclasses.replace(exact, signal_noise=0.6, price_range=(200.0, 1700.0))
         for cfg in (exact, noisy):
             obs = BatchedMarket(generate_batch(cfg, seed, range(5))).seller_observation()

@@ -130,7 +130,7 @@ def calibrate_signals(obs: SellerObs, prior: float) -> SellerObs:
     """``obs`` with every signal replaced by an estimate of the buyer's value: each
     product's signals shrink toward their mean over the market's buyers by
 
-        f = min(1, prior**2 / spread**2),   spread**2 = mean over (i, j) of (s_ij - mean_j)**2 / w**2
+        f = min(1, prior**2 / spread**2),  spread**2 = mean_ij (s_ij - mean_j)**2 / w**2
 
     the posterior mean of a value under a prior spread of tastes ``prior`` (a fraction
     of the range width w) when the signals spread by ``spread``: what spreads beyond

@@ -351,10 +351,18 @@ def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_recor
     assert "signal_prior" not in _tiny(tmp_path).to_dict()  # as the shipped checkpoints record it
     assert _new_policy(cfg).signal_prior == 0.2
     assert _new_policy(dataclasses.replace(cfg, init=str(saved))).signal_prior == 0.2
+    # Unset, a checkpoint start keeps its own prior (a league's learners starting from
+    # rl_seller keep 0.25); set to 0, it reads the raw signals.
+    start = str(tmp_path / "ck2")
+    checkpoint.save(start, calibrated, name="calibrated")
+    assert _new_policy(_tiny(tmp_path, init=start)).signal_prior == 0.25
+    assert _new_policy(_tiny(tmp_path, init=start, signal_prior=0.0)).signal_prior == 0.0
+    assert _new_policy(_tiny(tmp_path)).signal_prior == 0.0
     with pytest.raises(ValueError, match="seller-side"):
         _tiny(tmp_path, "buyer", signal_prior=0.2)
-    with pytest.raises(ValueError, match="signal_prior"):
-        _tiny(tmp_path, signal_prior=-0.2)
+    for bad in (-0.2, "wide", True):
+        with pytest.raises(ValueError, match="signal_prior"):
+            _tiny(tmp_path, signal_prior=bad)
 
 
 def test_play_buffers_follow_the_input_and_stay_out_of_copies():

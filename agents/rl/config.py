@@ -190,10 +190,11 @@ class TrainConfig:
     """Seller side: the network also sees the answers of the market's buyers pooled
     (``agents.rl.features.SellerFeatures.POOLED``); a ``train.init`` checkpoint and
     every teacher must see the same features."""
-    signal_prior: float = 0.0
+    signal_prior: float | None = None
     """Seller side: read the signals through ``agents.rl.features.calibrate_signals`` with
-    this prior spread of tastes (a fraction of the range width; 0: the raw signals). It
-    applies to a ``train.init`` checkpoint too, and the checkpoint records it."""
+    this prior spread of tastes (a fraction of the range width; 0: the raw signals). Unset:
+    a ``train.init`` checkpoint's own (0 for a fresh network); set, it replaces that
+    checkpoint's. The trained checkpoint records it."""
     imitate: str = ""
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
@@ -300,10 +301,17 @@ class TrainConfig:
             "ref_coef",
             "teacher_coef",
             "imitation_patience",
-            "signal_prior",
         ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
+        if self.signal_prior is not None and not (
+            isinstance(self.signal_prior, int | float)
+            and not isinstance(self.signal_prior, bool)
+            and self.signal_prior >= 0
+        ):
+            raise ValueError(
+                f"train.signal_prior: expected a number >= 0, got {self.signal_prior!r}"
+            )
         if self.batch_size % self.minibatches and self.side == "seller":
             raise ValueError("train.batch_size must be a multiple of train.minibatches")
         if not self.opponents:
@@ -316,7 +324,7 @@ class TrainConfig:
             raise ValueError("train.film: a seller-side option")
         if self.pooled and self.side != "seller":
             raise ValueError("train.pooled: a seller-side option")
-        if self.signal_prior and self.side != "seller":
+        if self.signal_prior is not None and self.side != "seller":
             raise ValueError("train.signal_prior: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
@@ -370,9 +378,10 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
-        for newer in ("pooled", "signal_prior"):  # options newer than the first records
-            if not out[newer]:
-                out.pop(newer)
+        if not out["pooled"]:  # options newer than the first records: as those read
+            out.pop("pooled")
+        if out["signal_prior"] is None:
+            out.pop("signal_prior")
         fam = self.family
         out["family"] = {
             "configs": {name: cfg.to_dict() for name, cfg in fam.configs},

@@ -27,6 +27,12 @@ then ``max(e_ij + expert_offsets[k] * w, c_j)``; the last ones post a markup ove
 too noisy to price on, a price from the cost is worth more). Offsets are fractions of the
 range width w, so the levels mean the same on every price scale.
 
+Seller signals. With ``signal_prior`` > 0 the seller reads the signals through
+``agents.rl.features.calibrate_signals``: in a market whose signals spread wider than
+tastes spread (``signal_prior``, a fraction of w), each product's signals shrink toward
+their mean, and features, anchors and the expert's estimates all start from the shrunk
+ones. Checkpoints record it (the shipped ``rl_seller``: 0.25).
+
 Buyer bids. For product j with value v_j and cost c_j, bid level k bids
 ``c' + shares[k] * (v_j - c')`` with ``c' = clip(c_j, lo, v_j)``: from the seller's cost
 up to its own value, never above it.

@@ -744,8 +744,8 @@ def _new_policy(cfg: TrainConfig):
                 f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
                 f"train.pooled = {str(cfg.pooled).lower()} asks for the other kind"
             )
-        if cfg.side == "seller":
-            policy.signal_prior = cfg.signal_prior
+        if cfg.side == "seller" and cfg.signal_prior is not None:
+            policy.signal_prior = float(cfg.signal_prior)
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
@@ -757,7 +757,7 @@ def _new_policy(cfg: TrainConfig):
             hidden=cfg.hidden,
             film=cfg.film,
             pooled=cfg.pooled,
-            signal_prior=cfg.signal_prior,
+            signal_prior=cfg.signal_prior or 0.0,
         )
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)

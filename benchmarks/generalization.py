@@ -1,8 +1,8 @@
 """Does the trained seller (and buyer) beat the baselines on markets it never trained on?
 
     python benchmarks/generalization.py [--markets 5000] [--markdown] [--json FILE]
-                                        [--seed-runs DIR ...] [--candidates DIR ...]
-                                        [--buyer-candidates DIR ...]
+                                        [--seed-runs DIR ... [--seeds-only]]
+                                        [--candidates DIR ...] [--buyer-candidates DIR ...]
 
 Sellers: the shipped ``rl_seller`` and every scripted seller (the oracle as a labelled
 reference). Buyers: every scripted buyer and the mixed population (human=noisy_human,
@@ -23,7 +23,8 @@ rl_seller minus each other seller's; rl_seller's match quality minus the greedy
 matcher's; capture relative to the greedy matcher's per config; and, when the shipped
 ``rl_buyer`` exists, its buyer surplus against rl_seller and the scripted sellers beside
 the best scripted buyer's. ``--seed-runs`` adds the in-distribution profit of other
-training seeds' checkpoints (their spread across seeds); ``--candidates`` scores other
+training seeds' checkpoints (their spread across seeds; ``--seeds-only`` prints that
+table alone, which needs only the in-distribution cells); ``--candidates`` scores other
 seller checkpoints the way rl_seller is scored (cells where each beats every scripted
 seller, per config), for comparing training variants on the same markets;
 ``--buyer-candidates`` does the same for buyer checkpoints, as rl_buyer is scored.
@@ -298,6 +299,9 @@ def buyer_table(cells: Cells, buyer: str = "rl_buyer") -> list:
     return rows
 
 
+SEEDS_HEADER = ["run", "seed", "iterations", "mean in-distribution profit"]
+
+
 def seed_spread(cells: Cells, runs: list[str]) -> list:
     """Mean in-distribution profit of the shipped seller and of each run's checkpoint,
     with its training seed and iterations (from its config.json), and the spread across
@@ -380,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         help="checkpoints of other training seeds",
     )
     ap.add_argument(
+        "--seeds-only",
+        action="store_true",
+        help="print the seeds table alone (it needs only the in-distribution cells of "
+        "rl_seller and the --seed-runs, a fraction of the whole run)",
+    )
+    ap.add_argument(
         "--candidates",
         nargs="*",
         default=[],
@@ -404,9 +414,18 @@ def main(argv: list[str] | None = None) -> int:
     if not (SHIPPED / "rl_seller").is_dir():
         print("no shipped rl_seller checkpoint (agents/rl/checkpoints/rl_seller)", file=sys.stderr)
         return 2
+    if args.seeds_only and not args.seed_runs:
+        print("--seeds-only needs --seed-runs DIR ...", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     fmt = "github" if args.markdown else "simple"
     cells = Cells(args.markets)
+    if args.seeds_only:
+        rows = seed_spread(cells, args.seed_runs)
+        print(f"\n## seeds ({args.markets} markets per cell)\n")
+        print(tabulate(rows, headers=SEEDS_HEADER, tablefmt=fmt, disable_numparse=True))
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        return 0
     profit, quality, capture = seller_tables(cells)
     others = list(SELLERS[1:-1])
     tables = {
@@ -439,10 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     if (SHIPPED / "rl_buyer").is_dir():
         tables["buyer"] = (BUYER_HEADER, buyer_table(cells))
     if args.seed_runs:
-        tables["seeds"] = (
-            ["run", "seed", "iterations", "mean in-distribution profit"],
-            seed_spread(cells, args.seed_runs),
-        )
+        tables["seeds"] = (SEEDS_HEADER, seed_spread(cells, args.seed_runs))
     if args.candidates:
         tables["candidates"] = (
             ["seller", *CONFIGS, "beats every scripted seller"],

@@ -127,6 +127,31 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     assert float(seeds[3][3]) == pytest.approx(spread, abs=0.011)
 
 
+def test_seeds_only_prints_the_seed_table_of_the_whole_run(gen, tmp_path, capsys, monkeypatch):
+    """``--seeds-only``: the seeds table alone, the same rows as in the whole run, from
+    the in-distribution cells alone; without ``--seed-runs`` it is one error line."""
+    monkeypatch.setattr(gen, "CONFIGS", {"retail": gen.RETAIL, "noisy": gen.CONFIGS["noisy"]})
+    monkeypatch.setattr(gen, "IN_DISTRIBUTION", ("retail",))
+    monkeypatch.setattr(gen, "BUYERS", (("truthful", "hidden"),))
+    torch.manual_seed(5)
+    run = str(checkpoint.save(tmp_path / "s5", RLSeller(hidden=8), name="s5"))
+    played = []
+    get = gen.Cells.get
+    monkeypatch.setattr(gen.Cells, "get", lambda self, *key: played.append(key) or get(self, *key))
+    assert gen.main(["--markets", "8", "--seed-runs", run, "--seeds-only"]) == 0
+    out = capsys.readouterr().out
+    assert "## seeds" in out and "## profit" not in out and "## targets" not in out
+    assert {key[3] for key in played} == {"retail"}
+    assert {key[0] for key in played} == {"rl_seller", run}
+    rows = gen.seed_spread(gen.Cells(8), [run])
+    assert [r[0] for r in rows] == ["rl_seller", run]
+    table = gen.tabulate(rows, headers=gen.SEEDS_HEADER, tablefmt="simple", disable_numparse=True)
+    assert table in out
+    assert gen.main(["--markets", "8", "--seeds-only"]) == 2
+    err = capsys.readouterr().err
+    assert "--seeds-only needs --seed-runs" in err and err.count("\n") == 1
+
+
 def test_a_run_that_is_not_a_checkpoint_is_one_line_and_exit_2(gen, tmp_path, capsys):
     assert gen.main(["--markets", "12", "--candidates", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err

@@ -751,6 +751,19 @@ def test_the_wholesale_specialist_and_its_stage_3_change_only_what_they_say():
     )
 
 
+def test_the_prior_pull_experiment_is_the_shipped_stage_3_with_a_stronger_pull():
+    """Measured with the signal prior, so it keeps seller.toml's."""
+    _same_but(
+        "experiments/seller_prior_pull05.toml",
+        {"name": "seller_prior_pull05", "teacher_coef": 0.5},
+        base="seller.toml",
+    )
+    assert (
+        load_train_config("agents/rl/configs/experiments/seller_prior_pull05.toml").signal_prior
+        == 0.25
+    )
+
+
 def _jitter(base: TrainConfig, **ranges) -> ConfigFamily:
     return dataclasses.replace(
         base.family, jitter=tuple((k, ranges.get(k, v)) for k, v in base.family.jitter)

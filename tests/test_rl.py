@@ -365,6 +365,48 @@ def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_recor
             _tiny(tmp_path, signal_prior=bad)
 
 
+def test_a_seller_with_the_prior_feature_sees_its_shrink_factor(tmp_path):
+    """``prior_feature``: one more market feature, the factor ``calibrate_signals`` shrank
+    the market's signals by; it goes through checkpoints and training, and a start or
+    teacher without it is refused."""
+    from agents.rl.features import SellerFeatures, seller_feature_counts, shrink_factor
+    from agents.rl.ppo import TrainError
+
+    torch.manual_seed(0)
+    seller = RLSeller(hidden=16, signal_prior=0.15, prior_feature=True)
+    assert seller.prior_feature and not seller.pooled
+    assert seller.net.cfg.features == seller_feature_counts(prior=True)
+    assert seller_feature_counts(True, True)[3] == (
+        SellerFeatures.MARKET + SellerFeatures.POOLED + SellerFeatures.PRIOR
+    )
+    noisy = dataclasses.replace(SMALL, buyers=6, signal_noise=0.6, wealth_spread=0.1)
+    for cfg in (noisy, dataclasses.replace(noisy, signal_noise=0.0)):
+        obs = BatchedMarket(generate_batch(cfg, 2, range(8))).seller_observation()
+        seller.reset(8)
+        d = seller.decide(obs)
+        f = shrink_factor(obs, 0.15)
+        np.testing.assert_array_equal(d.features.market[:, -1], f.astype(np.float32))
+        assert (f < 1).all() if cfg is noisy else (f == 1).all()
+    both = RLSeller(hidden=16, pooled=True, prior_feature=True)
+    assert both.pooled and both.prior_feature
+    back = checkpoint.load(checkpoint.save(tmp_path / "ck", seller, name="pf"))
+    assert back.prior_feature and back.signal_prior == 0.15
+    assert check_seller(lambda seed: RLSeller(seller.net, seed=seed, signal_prior=0.15)) == []
+    cfg = _tiny(tmp_path, prior_feature=True, signal_prior=0.15, iterations=2, checkpoint_every=0)
+    assert cfg.to_dict()["prior_feature"] is True
+    assert "prior_feature" not in _tiny(tmp_path).to_dict()
+    train(cfg, tmp_path / "run", progress=False)
+    assert checkpoint.load(tmp_path / "run").prior_feature
+    plain = checkpoint.save(tmp_path / "plain", _seller(), name="plain")
+    with pytest.raises(TrainError, match="train.prior_feature = true"):
+        train(dataclasses.replace(cfg, init=str(plain)), tmp_path / "again", progress=False)
+    with pytest.raises(TrainError, match="sees features"):
+        taught = dataclasses.replace(cfg, teachers=(("small", str(plain)),), teacher_coef=0.2)
+        train(taught, tmp_path / "t", progress=False)
+    with pytest.raises(ValueError, match="seller-side"):
+        _tiny(tmp_path, "buyer", prior_feature=True)
+
+
 def test_play_buffers_follow_the_input_and_stay_out_of_copies():
     import copy
     import pickle
@@ -762,6 +804,27 @@ def test_the_prior_pull_experiment_is_the_shipped_stage_3_with_a_stronger_pull()
         load_train_config("agents/rl/configs/experiments/seller_prior_pull05.toml").signal_prior
         == 0.25
     )
+
+
+def test_the_prior_feature_stages_change_only_what_they_say():
+    """Stages 1 and 2 with the signal prior and its factor as a feature; stage 3 (with
+    seller.toml's prior) from them."""
+    changed = {"signal_prior": 0.25, "prior_feature": True}
+    _same_but("experiments/seller_joint_prior.toml", {**changed, "name": "seller_joint_prior"})
+    _same_but(
+        "experiments/seller_retail_prior.toml",
+        {**changed, "name": "seller_retail_prior"},
+        "seller_retail.toml",
+    )
+    runs = Path("runs").resolve()  # where the stage commands write (train them first)
+    _same_but(
+        "experiments/seller_prior_feature.toml",
+        {"name": "seller_prior_feature", "prior_feature": True,
+         "init": runs / "seller_joint_prior",
+         "teachers": (("retail", runs / "seller_retail_prior"),
+                      ("wholesale", runs / "seller_joint_prior"))},
+        base="seller.toml",
+    )  # fmt: skip
 
 
 def _jitter(base: TrainConfig, **ranges) -> ConfigFamily:

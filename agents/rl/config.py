@@ -190,6 +190,10 @@ class TrainConfig:
     """Seller side: the network also sees the answers of the market's buyers pooled
     (``agents.rl.features.SellerFeatures.POOLED``); a ``train.init`` checkpoint and
     every teacher must see the same features."""
+    prior_feature: bool = False
+    """Seller side: the network also sees the factor ``calibrate_signals`` shrinks the
+    market's signals by (``agents.rl.features.SellerFeatures.PRIOR``); a ``train.init``
+    checkpoint and every teacher must see the same features."""
     signal_prior: float | None = None
     """Seller side: read the signals through ``agents.rl.features.calibrate_signals`` with
     this prior spread of tastes (a fraction of the range width; 0: the raw signals). Unset:
@@ -324,6 +328,8 @@ class TrainConfig:
             raise ValueError("train.film: a seller-side option")
         if self.pooled and self.side != "seller":
             raise ValueError("train.pooled: a seller-side option")
+        if self.prior_feature and self.side != "seller":
+            raise ValueError("train.prior_feature: a seller-side option")
         if self.signal_prior is not None and self.side != "seller":
             raise ValueError("train.signal_prior: a seller-side option")
         if self.team_return and self.side != "buyer":
@@ -378,8 +384,9 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
-        if not out["pooled"]:  # options newer than the first records: as those read
-            out.pop("pooled")
+        for newer in ("pooled", "prior_feature"):  # newer than the first records: as
+            if not out[newer]:  # those read
+                out.pop(newer)
         if out["signal_prior"] is None:
             out.pop("signal_prior")
         fam = self.family

@@ -108,6 +108,12 @@ class SellerFeatures:
     every answer so far, and the answers per buyer), so that the buyers' first answers
     tell the seller what the others it has not asked yet are likely to be."""
 
+    PRIOR = 1
+    """The last market feature, for sellers built with ``prior_feature``: the factor
+    ``calibrate_signals`` shrinks the market's signals by (1: not shrunk), so that the
+    network can tell a market whose signals are noisy from one whose signals are exact
+    once both have been calibrated."""
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.pair, self.buyer, self.product, self.market
 
@@ -126,6 +132,13 @@ SELLER_FEATURES_POOLED = SELLER_FEATURES[:3] + (SellerFeatures.MARKET + SellerFe
 """``SELLER_FEATURES`` with the pooled answers (``seller_features(..., pooled=True)``)."""
 
 
+def seller_feature_counts(pooled: bool = False, prior: bool = False) -> tuple[int, ...]:
+    """The feature counts of a seller that sees the pooled answers and/or the shrink
+    factor (``SellerFeatures.POOLED``, ``SellerFeatures.PRIOR``)."""
+    market = SellerFeatures.MARKET + SellerFeatures.POOLED * pooled + SellerFeatures.PRIOR * prior
+    return SELLER_FEATURES[:3] + (market,)
+
+
 def calibrate_signals(obs: SellerObs, prior: float) -> SellerObs:
     """``obs`` with every signal replaced by an estimate of the buyer's value: each
     product's signals shrink toward their mean over the market's buyers by
@@ -142,15 +155,27 @@ def calibrate_signals(obs: SellerObs, prior: float) -> SellerObs:
     change."""
     if prior <= 0:
         return obs
-    lo, hi = obs.price_range
     s = obs.signals
     mean = s.mean(axis=1, keepdims=True)  # (B, 1, M): each product over the buyers
-    dev = s - mean
-    spread2 = np.square(dev).mean(axis=(1, 2), keepdims=True) / (hi - lo) ** 2
-    f = prior**2 / np.maximum(spread2, 1e-300)
+    f = _factor(obs, prior)[:, None, None]
     if (f >= 1.0).all():
         return obs
-    return dataclasses.replace(obs, signals=np.where(f < 1.0, mean + f * dev, s))
+    return dataclasses.replace(obs, signals=np.where(f < 1.0, mean + f * (s - mean), s))
+
+
+def shrink_factor(obs: SellerObs, prior: float) -> np.ndarray:
+    """(B,) the factor ``calibrate_signals`` shrinks each market's signals by (1: left
+    as they are; 1 everywhere when ``prior`` <= 0)."""
+    if prior <= 0:
+        return np.ones(obs.batch_size)
+    return np.minimum(_factor(obs, prior), 1.0)
+
+
+def _factor(obs: SellerObs, prior: float) -> np.ndarray:
+    lo, hi = obs.price_range
+    dev = obs.signals - obs.signals.mean(axis=1, keepdims=True)
+    spread2 = np.square(dev).mean(axis=(1, 2)) / (hi - lo) ** 2
+    return prior**2 / np.maximum(spread2, 1e-300)
 
 
 def _stack(cols: list, out: np.ndarray | None = None) -> np.ndarray:
@@ -175,10 +200,12 @@ def seller_features(
     expert: tuple[np.ndarray, np.ndarray],
     threads: int = 1,
     pooled: bool = False,
+    factor: np.ndarray | None = None,
 ) -> SellerFeatures:
     """Every feature of every pair, buyer, product and market (all finite). ``expert``:
     an expert's (B, N, M) expected margins (-inf where not open) and prices. ``pooled``
-    adds the ``SellerFeatures.POOLED`` market features after the others.
+    adds the ``SellerFeatures.POOLED`` market features after the others; ``factor`` (B,),
+    the last one (``SellerFeatures.PRIOR``).
 
     ``threads`` > 1 shares the markets among up to that many threads (numpy lets go of
     the interpreter in its loops, so they run side by side): each market's features are
@@ -191,10 +218,17 @@ def seller_features(
                 (b, n, m, SellerFeatures.PAIR),
                 (b, n, SellerFeatures.BUYER),
                 (b, m, SellerFeatures.PRODUCT),
-                (b, SellerFeatures.MARKET + SellerFeatures.POOLED * pooled),
+                (
+                    b,
+                    SellerFeatures.MARKET
+                    + SellerFeatures.POOLED * pooled
+                    + SellerFeatures.PRIOR * (factor is not None),
+                ),
             )
         )
     )
+    if factor is not None:  # the last market feature (``SellerFeatures.PRIOR``)
+        out.market[:, -1] = factor
 
     def part(rows: slice) -> None:
         table = (expert[0][rows], expert[1][rows])
@@ -295,7 +329,7 @@ def _seller_features(
         ],
         out.market[:, : SellerFeatures.MARKET],
     )
-    if out.market.shape[1] > SellerFeatures.MARKET:
+    if out.market.shape[1] >= SellerFeatures.MARKET + SellerFeatures.POOLED:
         # Pooled over the market's buyers, human or agent alike: in a mixed market they
         # tell the mix, and each buyer's own answers stay among its buyer features.
         said = mem.answers.sum(axis=1)
@@ -307,7 +341,7 @@ def _seller_features(
                 mem.depth.sum(axis=1) / per,
                 np.minimum(said / n, 3.0) / 3.0,
             ],
-            out.market[:, SellerFeatures.MARKET :],
+            out.market[:, SellerFeatures.MARKET : SellerFeatures.MARKET + SellerFeatures.POOLED],
         )
 
 

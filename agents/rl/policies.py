@@ -50,15 +50,15 @@ from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPol
 from agents.rl.features import (
     BUYER_FEATURES,
     DISCLOSURE_FEATURES,
-    SELLER_FEATURES,
-    SELLER_FEATURES_POOLED,
     BuyerMemory,
     SellerFeatures,
     SellerMemory,
     buyer_features,
     calibrate_signals,
     disclosure_features,
+    seller_feature_counts,
     seller_features,
+    shrink_factor,
 )
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
 from agents.scripted.sellers import GreedyMatcher, _at_most
@@ -157,6 +157,7 @@ class RLSeller(SellerPolicy):
         film: bool = False,
         pooled: bool = False,
         signal_prior: float = 0.0,
+        prior_feature: bool = False,
     ) -> None:
         if not signal_prior >= 0.0:
             raise ValueError("signal_prior must be >= 0 (0: the signals as they are)")
@@ -170,17 +171,16 @@ class RLSeller(SellerPolicy):
         if not self.expert_offsets or self.expert_offsets[0] != 0.0:
             raise ValueError("expert_offsets must start with 0.0 (the expert's own price)")
         if net is None:
-            features = SELLER_FEATURES_POOLED if pooled else SELLER_FEATURES
+            features = seller_feature_counts(pooled, prior_feature)
             net = SellerNet(SellerNetConfig(features, self.levels, hidden, film))
-        if net.cfg.levels != self.levels or net.cfg.features not in (
-            SELLER_FEATURES,
-            SELLER_FEATURES_POOLED,
-        ):
+        kinds = {seller_feature_counts(p, f): (p, f) for p in (False, True) for f in (False, True)}
+        if net.cfg.levels != self.levels or net.cfg.features not in kinds:
             raise ValueError("the network's levels or features do not fit this policy")
         self.net = net
-        self.pooled = net.cfg.features == SELLER_FEATURES_POOLED
-        """Whether it sees the pooled answers (``SellerFeatures.POOLED``): the network's
-        feature counts say so."""
+        self.pooled, self.prior_feature = kinds[net.cfg.features]
+        """Whether it sees the pooled answers (``SellerFeatures.POOLED``) and the shrink
+        factor of its signals (``SellerFeatures.PRIOR``): the network's feature counts say
+        so."""
         self.seed = int(seed)
         self.greedy = greedy
         self._mem: SellerMemory | None = None
@@ -236,6 +236,7 @@ class RLSeller(SellerPolicy):
         """The turn's decision; ``sample`` overrides ``greedy`` (trainers sample). Play
         passes ``record=False``: what only a trainer reads (``logp``, ``value``,
         ``expert_pair``) is then None and not computed."""
+        factor = shrink_factor(obs, self.signal_prior) if self.prior_feature else None
         obs = calibrate_signals(obs, self.signal_prior)
         b, n, m = obs.signals.shape
         if self._mem is None or self._mem.caps.shape != (b, n, m):
@@ -243,7 +244,9 @@ class RLSeller(SellerPolicy):
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
         threads = torch.get_num_threads()
-        x = seller_features(obs, self._mem, self._table, threads=threads, pooled=self.pooled)
+        x = seller_features(
+            obs, self._mem, self._table, threads=threads, pooled=self.pooled, factor=factor
+        )
         open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
         live = open_.any(axis=(1, 2))
         # Ended markets have no open pair; any pair will do for their ignored message.

@@ -744,6 +744,11 @@ def _new_policy(cfg: TrainConfig):
                 f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
                 f"train.pooled = {str(cfg.pooled).lower()} asks for the other kind"
             )
+        if cfg.side == "seller" and policy.prior_feature != cfg.prior_feature:
+            raise TrainError(
+                f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
+                f"train.prior_feature = {str(cfg.prior_feature).lower()} asks for the other kind"
+            )
         if cfg.side == "seller" and cfg.signal_prior is not None:
             policy.signal_prior = float(cfg.signal_prior)
         if cfg.side == "buyer" and cfg.learned_disclosure:
@@ -758,6 +763,7 @@ def _new_policy(cfg: TrainConfig):
             film=cfg.film,
             pooled=cfg.pooled,
             signal_prior=cfg.signal_prior or 0.0,
+            prior_feature=cfg.prior_feature,
         )
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)

@@ -247,7 +247,6 @@ def test_pooled_answers_are_the_markets_answers_over_all_its_buyers():
 
 def test_a_pooled_seller_keeps_its_features_through_checkpoints_and_training(tmp_path):
     from agents.rl.features import SELLER_FEATURES, SELLER_FEATURES_POOLED
-    from agents.rl.ppo import TrainError
 
     torch.manual_seed(0)
     seller = RLSeller(hidden=16, pooled=True)
@@ -256,19 +255,28 @@ def test_a_pooled_seller_keeps_its_features_through_checkpoints_and_training(tmp
     assert check_seller(lambda seed: RLSeller(seller.net, seed=seed, greedy=False)) == []
     back = checkpoint.load(checkpoint.save(tmp_path / "ck", seller, name="pooled"))
     assert back.pooled
-    cfg = _tiny(tmp_path, pooled=True, iterations=2, checkpoint_every=0)
-    assert cfg.to_dict()["pooled"] is True
-    assert "pooled" not in _tiny(tmp_path).to_dict()  # as the shipped checkpoints record it
+    _a_feature_option_trains_and_refuses_other_starts(tmp_path, "pooled")
+
+
+def _a_feature_option_trains_and_refuses_other_starts(tmp_path, option: str, **extra) -> None:
+    """A seller option that adds features (``train.pooled``, ``train.prior_feature``): it
+    trains, the checkpoint keeps it, configs record it only when set (as the shipped
+    checkpoints' records read), and a start or a teacher without it is refused."""
+    from agents.rl.ppo import TrainError
+
+    cfg = _tiny(tmp_path, iterations=2, checkpoint_every=0, **{option: True}, **extra)
+    assert cfg.to_dict()[option] is True
+    assert option not in _tiny(tmp_path).to_dict()
     train(cfg, tmp_path / "run", progress=False)
-    assert checkpoint.load(tmp_path / "run").pooled
+    assert getattr(checkpoint.load(tmp_path / "run"), option)
     plain = checkpoint.save(tmp_path / "plain", _seller(), name="plain")
-    with pytest.raises(TrainError, match="train.pooled = true"):
+    with pytest.raises(TrainError, match=f"train.{option} = true"):
         train(dataclasses.replace(cfg, init=str(plain)), tmp_path / "again", progress=False)
     with pytest.raises(TrainError, match="sees features"):
         taught = dataclasses.replace(cfg, teachers=(("small", str(plain)),), teacher_coef=0.2)
         train(taught, tmp_path / "t", progress=False)
     with pytest.raises(ValueError, match="seller-side"):
-        _tiny(tmp_path, "buyer", pooled=True)
+        _tiny(tmp_path, "buyer", **{option: True})
 
 
 def test_calibrated_signals_shrink_only_what_spreads_wider_than_tastes():
@@ -370,7 +378,6 @@ def test_a_seller_with_the_prior_feature_sees_its_shrink_factor(tmp_path):
     the market's signals by; it goes through checkpoints and training, and a start or
     teacher without it is refused."""
     from agents.rl.features import SellerFeatures, seller_feature_counts, shrink_factor
-    from agents.rl.ppo import TrainError
 
     torch.manual_seed(0)
     seller = RLSeller(hidden=16, signal_prior=0.15, prior_feature=True)
@@ -392,19 +399,7 @@ def test_a_seller_with_the_prior_feature_sees_its_shrink_factor(tmp_path):
     back = checkpoint.load(checkpoint.save(tmp_path / "ck", seller, name="pf"))
     assert back.prior_feature and back.signal_prior == 0.15
     assert check_seller(lambda seed: RLSeller(seller.net, seed=seed, signal_prior=0.15)) == []
-    cfg = _tiny(tmp_path, prior_feature=True, signal_prior=0.15, iterations=2, checkpoint_every=0)
-    assert cfg.to_dict()["prior_feature"] is True
-    assert "prior_feature" not in _tiny(tmp_path).to_dict()
-    train(cfg, tmp_path / "run", progress=False)
-    assert checkpoint.load(tmp_path / "run").prior_feature
-    plain = checkpoint.save(tmp_path / "plain", _seller(), name="plain")
-    with pytest.raises(TrainError, match="train.prior_feature = true"):
-        train(dataclasses.replace(cfg, init=str(plain)), tmp_path / "again", progress=False)
-    with pytest.raises(TrainError, match="sees features"):
-        taught = dataclasses.replace(cfg, teachers=(("small", str(plain)),), teacher_coef=0.2)
-        train(taught, tmp_path / "t", progress=False)
-    with pytest.raises(ValueError, match="seller-side"):
-        _tiny(tmp_path, "buyer", prior_feature=True)
+    _a_feature_option_trains_and_refuses_other_starts(tmp_path, "prior_feature", signal_prior=0.15)
 
 
 def test_play_buffers_follow_the_input_and_stay_out_of_copies():

@@ -812,6 +812,20 @@ def test_the_prior_feature_stages_change_only_what_they_say():
         "seller_retail.toml",
     )
     runs = Path("runs").resolve()  # where the stage commands write (train them first)
+    joint = load_train_config("agents/rl/configs/seller_joint.toml")
+    wholesale = dataclasses.replace(joint.family, configs=joint.family.configs[1:])
+    _same_but(
+        "experiments/seller_wholesale_prior.toml",
+        {**changed, "name": "seller_wholesale_prior", "family": wholesale, "iterations": 120},
+    )
+    _same_but(
+        "experiments/seller_prior_wteacher.toml",
+        {"name": "seller_prior_wteacher", "prior_feature": True,
+         "init": runs / "seller_joint_prior",
+         "teachers": (("retail", runs / "seller_retail_prior"),
+                      ("wholesale", runs / "seller_wholesale_prior"))},
+        base="seller.toml",
+    )  # fmt: skip
     _same_but(
         "experiments/seller_prior_feature.toml",
         {"name": "seller_prior_feature", "prior_feature": True,

@@ -818,22 +818,18 @@ def test_the_prior_feature_stages_change_only_what_they_say():
         "experiments/seller_wholesale_prior.toml",
         {**changed, "name": "seller_wholesale_prior", "family": wholesale, "iterations": 120},
     )
-    _same_but(
-        "experiments/seller_prior_wteacher.toml",
-        {"name": "seller_prior_wteacher", "prior_feature": True,
-         "init": runs / "seller_joint_prior",
-         "teachers": (("retail", runs / "seller_retail_prior"),
-                      ("wholesale", runs / "seller_wholesale_prior"))},
-        base="seller.toml",
-    )  # fmt: skip
-    _same_but(
-        "experiments/seller_prior_feature.toml",
-        {"name": "seller_prior_feature", "prior_feature": True,
-         "init": runs / "seller_joint_prior",
-         "teachers": (("retail", runs / "seller_retail_prior"),
-                      ("wholesale", runs / "seller_joint_prior"))},
-        base="seller.toml",
-    )  # fmt: skip
+    for name, wholesale_teacher in (
+        ("seller_prior_feature", "seller_joint_prior"),
+        ("seller_prior_wteacher", "seller_wholesale_prior"),
+    ):  # stage 3 from the prior-trained stages; they differ in the wholesale teacher
+        _same_but(
+            f"experiments/{name}.toml",
+            {"name": name, "prior_feature": True,
+             "init": runs / "seller_joint_prior",
+             "teachers": (("retail", runs / "seller_retail_prior"),
+                          ("wholesale", runs / wholesale_teacher))},
+            base="seller.toml",
+        )  # fmt: skip
 
 
 def _jitter(base: TrainConfig, **ranges) -> ConfigFamily:

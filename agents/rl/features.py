@@ -139,7 +139,7 @@ def seller_feature_counts(pooled: bool = False, prior: bool = False) -> tuple[in
     return SELLER_FEATURES[:3] + (market,)
 
 
-def calibrate_signals(obs: SellerObs, prior: float) -> SellerObs:
+def calibrate_signals(obs: SellerObs, prior: float, factor: np.ndarray | None = None) -> SellerObs:
     """``obs`` with every signal replaced by an estimate of the buyer's value: each
     product's signals shrink toward their mean over the market's buyers by
 
@@ -152,30 +152,26 @@ def calibrate_signals(obs: SellerObs, prior: float) -> SellerObs:
     than ``prior`` keep them as they are; a market whose signals are mostly noise gets
     signals near each product's mean, and prices near what the product fetches on
     average. Signals are fixed for a market's life, and so is f. ``prior`` <= 0: no
-    change."""
+    change. ``factor``: f as ``shrink_factor`` gives it, when the caller has it."""
     if prior <= 0:
+        return obs
+    f = (shrink_factor(obs, prior) if factor is None else factor)[:, None, None]
+    if (f >= 1.0).all():
         return obs
     s = obs.signals
     mean = s.mean(axis=1, keepdims=True)  # (B, 1, M): each product over the buyers
-    f = _factor(obs, prior)[:, None, None]
-    if (f >= 1.0).all():
-        return obs
     return dataclasses.replace(obs, signals=np.where(f < 1.0, mean + f * (s - mean), s))
 
 
 def shrink_factor(obs: SellerObs, prior: float) -> np.ndarray:
-    """(B,) the factor ``calibrate_signals`` shrinks each market's signals by (1: left
+    """(B,) the factor f ``calibrate_signals`` shrinks each market's signals by (1: left
     as they are; 1 everywhere when ``prior`` <= 0)."""
     if prior <= 0:
         return np.ones(obs.batch_size)
-    return np.minimum(_factor(obs, prior), 1.0)
-
-
-def _factor(obs: SellerObs, prior: float) -> np.ndarray:
     lo, hi = obs.price_range
     dev = obs.signals - obs.signals.mean(axis=1, keepdims=True)
     spread2 = np.square(dev).mean(axis=(1, 2)) / (hi - lo) ** 2
-    return prior**2 / np.maximum(spread2, 1e-300)
+    return np.minimum(prior**2 / np.maximum(spread2, 1e-300), 1.0)
 
 
 def _stack(cols: list, out: np.ndarray | None = None) -> np.ndarray:

@@ -237,7 +237,7 @@ class RLSeller(SellerPolicy):
         passes ``record=False``: what only a trainer reads (``logp``, ``value``,
         ``expert_pair``) is then None and not computed."""
         factor = shrink_factor(obs, self.signal_prior) if self.prior_feature else None
-        obs = calibrate_signals(obs, self.signal_prior)
+        obs = calibrate_signals(obs, self.signal_prior, factor)
         b, n, m = obs.signals.shape
         if self._mem is None or self._mem.caps.shape != (b, n, m):
             self._mem = SellerMemory.empty(b, n, m)

@@ -73,6 +73,66 @@ def test_the_shipped_seller_never_breaks_a_rule_on_the_default_configs():
             assert np.isfinite(m["profit"]).all()
 
 
+# Markets none of the training runs, tournaments or benchmarks draw; the margins below are
+# the shipped agents' on these 1,000 markets (generalization.md has them at 5,000 a cell).
+PLAY_SEED = 31
+PLAY_MARKETS = range(1000)
+
+
+@pytest.fixture(scope="module")
+def gen(load_benchmark):
+    return load_benchmark("generalization")
+
+
+def _play(gen, config: str, seller: str, buyers: str, metric: str) -> np.ndarray:
+    policy = registry.make(seller, "seller", seed=0)
+    m = play_markets(
+        gen.CONFIGS[config], PLAY_SEED, PLAY_MARKETS, policy, registry.make_buyers(buyers)
+    )
+    return m[metric]
+
+
+@pytest.mark.parametrize(
+    ("config", "buyers"),
+    [
+        ("wholesale", "truthful"),
+        ("wholesale", "threshold"),
+        ("retail", "haggler"),
+        ("retail", "strategic"),
+    ],
+)
+def test_the_shipped_seller_outearns_every_scripted_seller_where_it_is_clear(gen, config, buyers):
+    """The cells of the trained configs where rl_seller's lead over every scripted seller
+    (oracle aside) is wide: a checkpoint, feature or engine change that breaks its play
+    shows here as a paired interval that reaches 0."""
+    mine = _play(gen, config, "rl_seller", buyers, "profit")
+    for other in gen.SELLERS[1:-1]:
+        _, lower, _ = gen._paired(mine, _play(gen, config, other, buyers, "profit"))
+        assert lower > 0, (config, buyers, other, lower)
+
+
+@pytest.mark.parametrize("config", ["retail", "wholesale"])
+def test_the_shipped_buyer_outearns_the_best_scripted_buyer(gen, config):
+    """Against rl_seller, every buyer playing rl_buyer earns more than every buyer playing
+    the best scripted buyer (paired interval above 0; the 1.2x aim is the benchmark's);
+    against the scripted sellers, more on average than every scripted buyer."""
+    vs_rl = {b: _play(gen, config, "rl_seller", b, "buyer_surplus") for b in gen.SCRIPTED_BUYERS}
+    best = max(vs_rl, key=lambda b: vs_rl[b].mean())
+    _, lower, _ = gen._paired(
+        _play(gen, config, "rl_seller", "rl_buyer", "buyer_surplus"), vs_rl[best]
+    )
+    assert lower > 0, (config, best, lower)
+
+    def mean_over_scripted_sellers(buyers: str) -> float:
+        return np.mean(
+            [_play(gen, config, s, buyers, "buyer_surplus").mean() for s in gen.SELLERS[1:-1]]
+        )
+
+    mine = mean_over_scripted_sellers("rl_buyer")
+    for b in gen.SCRIPTED_BUYERS:
+        assert mine > mean_over_scripted_sellers(b), (config, b)
+
+
 def test_the_shipped_agents_conform():
     seller = checkpoint.load(SHIPPED / "rl_seller")
     buyer = checkpoint.load(SHIPPED / "rl_buyer")

@@ -1273,3 +1273,21 @@ def test_the_pull_to_the_warm_start_is_saved_resumed_and_holds_the_policy_near_i
     tight = train(_tiny(tmp_path, ref_coef=50.0, iterations=6, **warm), tmp_path / "tight",
                   progress=False)  # fmt: skip
     assert last_kl(tight) < 0.5 * last_kl(loose)
+
+
+def test_the_longer_and_larger_batch_retail_teachers_change_only_what_they_say():
+    """Stage 2 with twice its samples (400 iterations, or batches of 2,048), and the shipped
+    stage 3 (with its prior) taught by each on retail batches."""
+    for name, changed in (
+        ("seller_retail_long", {"iterations": 400}),
+        ("seller_retail_big", {"batch_size": 2048}),
+    ):
+        _same_but(f"experiments/{name}.toml", {**changed, "name": name}, "seller_retail.toml")
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    runs = Path("runs").resolve()  # where the stage-2 commands write (train them first)
+    for teacher in ("seller_retail_long", "seller_retail_big"):
+        name = teacher.replace("seller_", "seller_stage3_")
+        teachers = (("retail", runs / teacher), ("wholesale", stages / "rl_seller_joint"))
+        _same_but(
+            f"experiments/{name}.toml", {"name": name, "teachers": teachers}, base="seller.toml"
+        )

@@ -1291,3 +1291,36 @@ def test_the_longer_and_larger_batch_retail_teachers_change_only_what_they_say()
         _same_but(
             f"experiments/{name}.toml", {"name": name, "teachers": teachers}, base="seller.toml"
         )
+
+
+def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
+    """Stage 3 with a third base config, retail at 12 buyers, 6 products and 15 turns
+    (nothing else changed), on which the retail teacher teaches too; still smaller, once
+    jittered, than the held-out `large` (16 buyers, 8 products)."""
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    (_, retail), (_, wholesale) = shipped.family.configs
+    retail12 = dataclasses.replace(retail, buyers=12, products=6, turns=15)
+    family = dataclasses.replace(
+        shipped.family,
+        configs=(("retail", retail), ("retail12", retail12), ("wholesale", wholesale)),
+    )
+    jitter = dict(family.jitter)
+    assert (
+        retail12.buyers + jitter["buyers"][1] < 16 and retail12.products + jitter["products"][1] < 8
+    )
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    runs = Path("runs").resolve()  # where seller_retail_long.toml's command writes
+    for name, teacher in (
+        ("seller_stage3_retail12", stages / "rl_seller_retail"),
+        ("seller_stage3_retail12_long", runs / "seller_retail_long"),
+    ):
+        teachers = (
+            ("retail", teacher),
+            ("retail12", teacher),
+            ("wholesale", stages / "rl_seller_joint"),
+        )
+        _same_but(
+            f"experiments/{name}.toml",
+            {"name": name, "family": family, "teachers": teachers},
+            base="seller.toml",
+        )

@@ -43,9 +43,13 @@ from arena.metrics import welfare_bounds  # noqa: E402
 from arena.observation import SellerObs  # noqa: E402
 from benchmarks.generalization import CONFIGS, RETAIL, SEED  # noqa: E402
 
-# Retail (8 buyers, 4 products, 12 turns: 1.5 turns a buyer) grown toward ``large``.
+# Retail (8 buyers, 4 products, 12 turns: 1.5 turns a buyer) with fewer turns a buyer
+# inside its training family (jitter: +-2 buyers and turns, +-1 product), then grown
+# toward ``large``.
 SIZES = {
     "retail": RETAIL,
+    "8 buyers, 10 turns": dataclasses.replace(RETAIL, turns=10),
+    "10 buyers, 5 products, 12 turns": dataclasses.replace(RETAIL, buyers=10, products=5, turns=12),
     "16 buyers, 24 turns": dataclasses.replace(RETAIL, buyers=16, turns=24),
     "16 buyers, 20 turns": dataclasses.replace(RETAIL, buyers=16, turns=20),
     "8 products": dataclasses.replace(RETAIL, products=8),

@@ -61,6 +61,14 @@ def test_sizes_grow_retail_toward_large(dep, capsys):
     for name, cfg in dep.SIZES.items():  # each differs from retail in size alone
         same = dataclasses.replace(cfg, buyers=8, products=4, turns=12)
         assert same == dep.CONFIGS["retail"], name
+    from agents.rl.config import load_train_config
+
+    jitter = dict(load_train_config("agents/rl/configs/seller_retail.toml").family.jitter)
+    for name in ("8 buyers, 10 turns", "10 buyers, 5 products, 12 turns"):  # inside it
+        cfg = dep.SIZES[name]
+        for field, base in (("buyers", 8), ("products", 4), ("turns", 12)):
+            lo, hi = jitter[field]
+            assert base + lo <= getattr(cfg, field) <= base + hi, (name, field)
     sizes = ("retail", "8 products")
     rows = dep.size_rows(["greedy_matcher", "posted_price"], "truthful", 20, sizes=sizes)
     assert [r[:2] for r in rows] == [

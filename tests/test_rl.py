@@ -832,6 +832,39 @@ def test_the_prior_feature_stages_change_only_what_they_say():
         )  # fmt: skip
 
 
+def test_the_warm_start_teacher_plays_with_the_patience_and_spare_of_the_config():
+    from agents.rl.ppo import imitation_teacher
+    from agents.scripted.sellers import GreedyMatcher
+
+    cfg = load_train_config("agents/rl/configs/experiments/seller_joint_spare.toml")
+    teacher = imitation_teacher(cfg)
+    assert isinstance(teacher, GreedyMatcher)
+    assert (teacher.patience, teacher.spare) == (0.04, 0.3)
+    plain = dataclasses.replace(cfg, imitation_patience=0.0, imitation_spare=0.0)
+    assert (imitation_teacher(plain).patience, imitation_teacher(plain).spare) == (0.0, 0.0)
+
+
+def test_the_spare_turn_stages_change_only_what_they_say():
+    """Stages 1 and 2 whose warm start is patient only with turns to spare; stage 3 (with
+    seller.toml's prior) from them."""
+    changed = {"imitation_spare": 0.3}
+    _same_but("experiments/seller_joint_spare.toml", {**changed, "name": "seller_joint_spare"})
+    _same_but(
+        "experiments/seller_retail_spare.toml",
+        {**changed, "name": "seller_retail_spare"},
+        "seller_retail.toml",
+    )
+    runs = Path("runs").resolve()  # where the stage commands write (train them first)
+    _same_but(
+        "experiments/seller_spare.toml",
+        {"name": "seller_spare",
+         "init": runs / "seller_joint_spare",
+         "teachers": (("retail", runs / "seller_retail_spare"),
+                      ("wholesale", runs / "seller_joint_spare"))},
+        base="seller.toml",
+    )  # fmt: skip
+
+
 def _jitter(base: TrainConfig, **ranges) -> ConfigFamily:
     return dataclasses.replace(
         base.family, jitter=tuple((k, ranges.get(k, v)) for k, v in base.family.jitter)
@@ -990,6 +1023,7 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[train]\nref_coef = 0.1\n" + _GOOD, "warm start"),
         ("[train]\nref_coef = -0.1\nimitate = 'greedy_matcher'\n" + _GOOD, "ref_coef"),
         ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
+        ("[train]\nimitation_spare = -0.1\n" + _GOOD, "imitation_spare"),
         ("[train]\neval_markets = 0\n" + _GOOD, "eval_markets: expected a positive integer"),
         ("[train]\nteam_return = true\n" + _GOOD, "team_return"),
         ("[train]\nteacher_coef = 1.0\n" + _GOOD, "go together"),

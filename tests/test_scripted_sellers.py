@@ -203,6 +203,8 @@ def test_bad_parameters_are_rejected():
         GreedyMatcher(noise=0.0)
     with pytest.raises(ValueError, match="patience"):
         GreedyMatcher(patience=-0.01)
+    with pytest.raises(ValueError, match="spare"):
+        GreedyMatcher(spare=-0.1)
     with pytest.raises(ValueError, match="step"):
         DescendingOffers(step=-0.1)
     with pytest.raises(ValueError, match="arms"):
@@ -274,32 +276,38 @@ def test_greedy_lowers_its_price_after_each_refusal():
     assert prices[-1] <= 30.0 < prices[-2]
 
 
-def test_a_patient_greedy_asks_more_only_while_turns_are_to_spare():
+@pytest.mark.parametrize("spare", [0.0, 0.3])
+def test_a_patient_greedy_asks_more_only_while_turns_are_to_spare(spare):
     cfg = MarketConfig(buyers=4, products=2, inventory=1, turns=8)
     batch = generate_batch(cfg, 3, range(64))
-    engine, plain, patient = BatchedMarket(batch), GreedyMatcher(), GreedyMatcher(patience=0.05)
+    engine, plain = BatchedMarket(batch), GreedyMatcher()
+    patient = GreedyMatcher(patience=0.05, spare=spare)
     plain.reset(64)
     patient.reset(64)
-    buyer, spared, tight = Truthful(), 0, 0
+    buyer, spared, tight, short = Truthful(), 0, 0, 0
     while not engine.all_done:
         obs = engine.seller_observation()
         a, b = plain.act(obs), patient.act(obs)
         assert np.array_equal(a.to, b.to) and np.array_equal(a.product, b.product)
         ar = np.arange(64)
         open_buyers = (obs.active & (obs.stock.sum(1, keepdims=True) > 0)).sum(1)
-        spare = (obs.turns_left > open_buyers) & (obs.counter_product[ar, a.to] != a.product)
+        to_spare = obs.turns_left - open_buyers
+        ask = (to_spare > spare * open_buyers) & (obs.counter_product[ar, a.to] != a.product)
         lo, hi = obs.price_range
         want = np.clip(np.round((a.price + 0.05 * (hi - lo)) * 100) / 100, lo, hi)
         live = ~obs.done
-        assert np.allclose(b.price[spare & live], want[spare & live], atol=0.011)
-        assert np.array_equal(b.price[~spare & live], a.price[~spare & live])
-        spared += int((spare & live).sum())
-        tight += int((~spare & live).sum())
+        assert np.allclose(b.price[ask & live], want[ask & live], atol=0.011)
+        assert np.array_equal(b.price[~ask & live], a.price[~ask & live])
+        spared += int((ask & live).sum())
+        tight += int((~ask & live).sum())
+        # turns to spare, but too few for this ``spare``: patience held back
+        short += int((live & (to_spare > 0) & (to_spare <= spare * open_buyers)).sum())
         prompt = engine.offer(a.to, a.product, a.price)
         if prompt is not None:
             d = buyer.act(prompt)
             engine.answer(d.decision, d.product, d.price)
     assert spared > 0 and tight > 0
+    assert (short > 0) == (spare > 0)
 
 
 def test_descending_offers_follow_the_schedule():

@@ -217,6 +217,9 @@ class TrainConfig:
     imitation_patience: float = 0.0
     """The teacher's ``patience`` (``GreedyMatcher``: extra asked, as a fraction of the
     range width, while turns are to spare); 0 leaves the teacher as registered."""
+    imitation_spare: float = 0.0
+    """The teacher's ``spare`` (``GreedyMatcher``: the turns to spare, as a fraction of the
+    open buyers, that patience needs); 0 leaves the teacher as registered."""
     expert_coef: float = 0.0
     """Seller side: weight of the expert's move's negative log-likelihood in the loss (a
     pull toward the greedy matcher's play wherever departing has not proved better)."""
@@ -305,6 +308,7 @@ class TrainConfig:
             "ref_coef",
             "teacher_coef",
             "imitation_patience",
+            "imitation_spare",
         ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")

@@ -43,6 +43,7 @@ from torch import nn
 from tqdm import tqdm
 
 from agents import registry
+from agents.base import SellerPolicy
 from agents.env import BuyerEnv, SellerEnv
 from agents.evaluate import play_markets
 from agents.rl import checkpoint
@@ -438,12 +439,20 @@ def _level_ce(
     return loss + spread * (on_expert * around).mean()
 
 
+def imitation_teacher(cfg: TrainConfig) -> SellerPolicy:
+    """``cfg.imitate`` as the warm start plays it: with ``imitation_patience`` and
+    ``imitation_spare`` where set (nonzero)."""
+    params = {"patience": cfg.imitation_patience} if cfg.imitation_patience else {}
+    if cfg.imitation_spare:
+        params["spare"] = cfg.imitation_spare
+    return registry.make(cfg.imitate, "seller", seed=cfg.seed, **params)
+
+
 def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict]:
     """Behaviour cloning of ``cfg.imitate`` (cross-entropy on its pair and price level),
     with the value head fitted to the teacher's returns, so that PPO starts from the
     teacher's play with a critic that already knows what it is worth."""
-    params = {"patience": cfg.imitation_patience} if cfg.imitation_patience else {}
-    teacher = registry.make(cfg.imitate, "seller", seed=cfg.seed, **params)
+    teacher = imitation_teacher(cfg)
     optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.imitation_lr, eps=1e-5)
     bar = tqdm(
         range(cfg.imitation_iterations),

@@ -220,9 +220,10 @@ class GreedyMatcher(SellerPolicy):
        that beats its step-2 value.
     4. Offer the open pair with the highest value at its price (ties: lowest buyer index,
        then lowest product index).
-    5. Patience (0 by default): while more turns are left than buyers are still open, ask
-       ``patience * w`` above that price, unless the buyer stands on a bid for that
-       product (a refusal costs a turn that can be spared).
+    5. Patience (0 by default): while the turns left exceed the buyers still open by more
+       than ``spare`` times their number, ask ``patience * w`` above that price, unless
+       the buyer stands on a bid for that product (a refusal costs a turn that can be
+       spared).
 
     Choosing the product by expected margin puts each buyer on the product its signal
     says it values most over cost, so trades go to good matches; the refusal bound makes a
@@ -237,6 +238,10 @@ class GreedyMatcher(SellerPolicy):
     """Number of candidate prices per pair."""
     patience: float = 0.0
     """Step 5: extra asked while turns are to spare, as a fraction of the range width."""
+    spare: float = 0.0
+    """Step 5: the turns to spare (turns left minus open buyers) needed for patience, as a
+    fraction of the open buyers (0: any spare turn). With 0.3, a market of 16 buyers and
+    20 turns has too few to spare for patience, and retail's 8 and 12 has enough."""
 
     _caps: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
     _table: tuple | None = field(default=None, init=False, repr=False, compare=False)
@@ -246,6 +251,7 @@ class GreedyMatcher(SellerPolicy):
         _check(self.noise > 0.0, f"noise must be > 0, got {self.noise}")
         _check(self.grid >= 2, f"grid must be >= 2, got {self.grid}")
         _check(self.patience >= 0.0, f"patience must be >= 0, got {self.patience}")
+        _check(self.spare >= 0.0, f"spare must be >= 0, got {self.spare}")
 
     def reset(self, batch_size: int) -> None:
         self._caps = None
@@ -329,8 +335,9 @@ class GreedyMatcher(SellerPolicy):
         if self.patience > 0:
             lo, hi = obs.price_range
             open_buyers = (obs.active & (obs.stock.sum(1, keepdims=True) > 0)).sum(1)
-            spare = (obs.turns_left > open_buyers) & (obs.counter_product[ar, to] != product)
-            p = np.where(spare, p + self.patience * (hi - lo), p)
+            to_spare = obs.turns_left - open_buyers > self.spare * open_buyers
+            patient = to_spare & (obs.counter_product[ar, to] != product)
+            p = np.where(patient, p + self.patience * (hi - lo), p)
         return SellerAction(to=to, product=product, price=_price(p, obs))
 
 

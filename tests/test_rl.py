@@ -832,6 +832,18 @@ def test_the_prior_feature_stages_change_only_what_they_say():
         )  # fmt: skip
 
 
+def test_the_truthful_weighted_runs_change_only_the_opponent_weights():
+    shipped = load_train_config("agents/rl/configs/seller.toml").opponents
+    heavier = {"truthful": 3.0, "noisy_human": 2.0}
+    weighted = tuple(Opponent(o.name, heavier.get(o.name, o.weight)) for o in shipped)
+    assert [o.weight for o in weighted] == [3.0, 1.0, 1.0, 2.0, 1.0, 1.0]
+    for name, base in (
+        ("seller_stage3_truthful3", "seller.toml"),
+        ("seller_retail_spare_truthful3", "experiments/seller_retail_spare.toml"),
+    ):
+        _same_but(f"experiments/{name}.toml", {"name": name, "opponents": weighted}, base)
+
+
 def test_the_warm_start_teacher_plays_with_the_patience_and_spare_of_the_config():
     from agents.rl.ppo import imitation_teacher
     from agents.scripted.sellers import GreedyMatcher
@@ -861,6 +873,23 @@ def test_the_spare_turn_stages_change_only_what_they_say():
          "init": runs / "seller_joint_spare",
          "teachers": (("retail", runs / "seller_retail_spare"),
                       ("wholesale", runs / "seller_joint_spare"))},
+        base="seller.toml",
+    )  # fmt: skip
+    _same_but(
+        "experiments/seller_spare_retail12.toml",
+        {"name": "seller_spare_retail12",
+         "init": runs / "seller_joint_spare",
+         "teachers": (("retail", runs / "seller_retail_spare"),
+                      ("retail12", runs / "seller_retail_spare"),
+                      ("wholesale", runs / "seller_joint_spare"))},
+        base="experiments/seller_stage3_retail12.toml",
+    )  # fmt: skip
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    _same_but(  # the shipped stage 1, the spare-turn stage 2 teaching retail
+        "experiments/seller_stage3_retail_spare.toml",
+        {"name": "seller_stage3_retail_spare",
+         "teachers": (("retail", runs / "seller_retail_spare"),
+                      ("wholesale", stages / "rl_seller_joint"))},
         base="seller.toml",
     )  # fmt: skip
 

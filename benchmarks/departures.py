@@ -106,8 +106,9 @@ def _seller(name: str) -> SellerPolicy:
     params = {}
     for item in given.split(","):
         key, eq, value = item.partition("=")
+        whole = value.strip().lstrip("+-").isdigit()  # ``grid=37``: a count stays whole
         try:
-            params[key.strip()] = float(value)
+            params[key.strip()] = int(value) if whole else float(value)
         except ValueError:
             eq = ""
         if not eq:

@@ -40,7 +40,12 @@ def test_the_table_and_a_bad_entry(dep, capsys):
     assert dep.main(["greedy_matcher", "--buyers", "nobody", "--markets", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("error:" in line for line in err)
-    for bad in ("greedy_matcher:patience", "greedy_matcher:patience=x", "greedy_matcher:nope=1"):
+    for bad in (
+        "greedy_matcher:patience",
+        "greedy_matcher:patience=x",
+        "greedy_matcher:nope=1",
+        "greedy_matcher:grid=3.5",
+    ):
         assert dep.main([bad, "--markets", "5"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and bad.split(":")[1].split("=")[0] in err
@@ -49,6 +54,9 @@ def test_the_table_and_a_bad_entry(dep, capsys):
 def test_a_seller_with_parameters(dep):
     patient = dep._seller("greedy_matcher:patience=0.04,markup=0.2")
     assert (patient.patience, patient.markup) == (0.04, 0.2)
+    finer = dep._seller("greedy_matcher:grid=37,spare=0.3")  # a count stays a whole number
+    assert finer.grid == 37 and isinstance(finer.grid, int) and finer.spare == 0.3
+    assert dep.size_rows(["greedy_matcher:grid=37"], "truthful", 10, ("retail",))
     rows = dep.size_rows(
         ["greedy_matcher", "greedy_matcher:patience=0.04"], "truthful", 30, ("retail",)
     )

@@ -205,6 +205,9 @@ def test_bad_parameters_are_rejected():
         GreedyMatcher(patience=-0.01)
     with pytest.raises(ValueError, match="spare"):
         GreedyMatcher(spare=-0.1)
+    for grid in (1, 3.5):
+        with pytest.raises(ValueError, match="grid"):
+            GreedyMatcher(grid=grid)
     with pytest.raises(ValueError, match="step"):
         DescendingOffers(step=-0.1)
     with pytest.raises(ValueError, match="arms"):

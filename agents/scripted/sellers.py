@@ -249,7 +249,10 @@ class GreedyMatcher(SellerPolicy):
     def __post_init__(self) -> None:
         _check(self.markup > -1.0, f"markup must be > -1, got {self.markup}")
         _check(self.noise > 0.0, f"noise must be > 0, got {self.noise}")
-        _check(self.grid >= 2, f"grid must be >= 2, got {self.grid}")
+        _check(
+            isinstance(self.grid, int | np.integer) and self.grid >= 2,
+            f"grid must be a whole number >= 2, got {self.grid}",
+        )
         _check(self.patience >= 0.0, f"patience must be >= 0, got {self.patience}")
         _check(self.spare >= 0.0, f"spare must be >= 0, got {self.spare}")
 

@@ -388,8 +388,10 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("source")
-        for newer in ("pooled", "prior_feature"):  # newer than the first records: as
-            if not out[newer]:  # those read
+        # Fields newer than the first records are left out at their defaults, so that
+        # those records still read as they were written.
+        for newer in ("pooled", "prior_feature", "imitation_spare"):
+            if not out[newer]:
                 out.pop(newer)
         if out["signal_prior"] is None:
             out.pop("signal_prior")

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,47 +37,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents import registry  # noqa: E402
 from agents.base import SellerAction  # noqa: E402
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
-from agents.scripted.sellers import GreedyMatcher, _argmax_pair, _price  # noqa: E402
+from agents.scripted.sellers import (  # noqa: E402
+    GreedyMatcher,
+    _price,
+    assigned_pairs,
+)
 from arena.generator import generate_batch  # noqa: E402
 from arena.metrics import welfare_bounds  # noqa: E402
 from arena.observation import SellerObs  # noqa: E402
 from benchmarks.generalization import CONFIGS, MIXED, SCRIPTED_BUYERS, SEED  # noqa: E402
 
 BUYERS = (*SCRIPTED_BUYERS, MIXED)
-
-
-def max_weight_matching(value: np.ndarray, stock: np.ndarray) -> list[tuple[int, int]]:
-    """(buyer, product) pairs of a max-weight matching of one market: ``value`` (N, M)
-    (-inf where a pair is not open), each buyer matched at most once and product j at
-    most ``stock[j]`` times, only on open pairs, the sum of values largest."""
-    rows = np.flatnonzero(np.isfinite(value).any(axis=1))
-    units = np.repeat(np.arange(value.shape[1]), np.maximum(stock, 0))
-    if rows.size == 0 or units.size == 0:
-        return []
-    v = value[np.ix_(rows, units)]
-    finite = np.isfinite(v)
-    # A closed pair weighs less than every open one together, and each buyer has a slot
-    # of its own worth 0 (left unmatched), so no closed pair is ever taken.
-    closed = -1.0 - np.abs(v[finite]).sum()
-    w = np.hstack([np.where(finite, v, closed), np.zeros((rows.size, rows.size))])
-    r, c = linear_sum_assignment(w, maximize=True)
-    return [
-        (int(rows[i]), int(units[k]))
-        for i, k in zip(r, c, strict=True)
-        if k < units.size and finite[i, k]
-    ]
-
-
-def assigned_pairs(value: np.ndarray, stock: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(B,) buyer and product per market: of its max-weight matching, the pair worth the
-    most (ties: lowest buyer, then product); markets with no open pair get the greedy
-    argmax, as the greedy matcher does."""
-    to, product = _argmax_pair(value)
-    for b in range(value.shape[0]):
-        matched = max_weight_matching(value[b], stock[b])
-        if matched:
-            to[b], product[b] = max(matched, key=lambda p: (value[b][p], -p[0], -p[1]))
-    return to, product
 
 
 @dataclass

@@ -317,6 +317,75 @@ def test_calibrated_signals_shrink_only_what_spreads_wider_than_tastes():
                 assert (spread > 0.15).all()
 
 
+def test_the_assignment_option_makes_the_assignments_pick_the_experts_and_is_recorded(tmp_path):
+    """``RLSeller.assignment``: the expert's table with the assignment's pick raised to
+    the best value, so that the pick features mark it; play changes where the pick
+    differs from the greedy one; checkpoints record it; a bad value is a clear error."""
+    from agents.rl.policies import _assigned_table
+    from agents.scripted.sellers import assigned_pairs
+
+    # Buyer 0 wants product 0 most (10) and product 1 nearly as much (9); buyer 1 can
+    # only buy product 0 (8): the assignment's pick is (0, 1), the greedy one (0, 0).
+    value = np.array([[[10.0, 9.0], [8.0, -np.inf]], [[5.0, 1.0], [1.0, 4.0]]])
+    price = np.arange(8.0).reshape(2, 2, 2)
+    stock = np.array([[1, 1], [1, 1]])
+    got, same_price = _assigned_table((value, price), stock)
+    assert same_price is price
+    assert got[0, 0, 1] > 10.0 and got[0, 0, 1] == pytest.approx(10.0)
+    np.testing.assert_array_equal(np.delete(got[0].ravel(), 1), np.delete(value[0].ravel(), 1))
+    np.testing.assert_array_equal(got[1], value[1])  # there the greedy pick is the assignment's
+
+    shipped = checkpoint.load(Path("agents/rl/checkpoints/rl_seller"))
+    planned = RLSeller(shipped.net, signal_prior=shipped.signal_prior, assignment=True)
+    cfg = dataclasses.replace(SMALL, buyers=6, products=3, turns=8)
+    batch = generate_batch(cfg, 4, range(48))
+    engine = BatchedMarket(batch)
+    planned.reset(48)
+    marked = differs = 0
+    while not engine.all_done:
+        obs = engine.seller_observation()
+        d = planned.decide(obs, record=True)
+        # The matcher's own values, before the raise (truthful buyers never bid, so no
+        # standing bid changes them).
+        greedy_value = planned._expert._table[0]
+        to, product = assigned_pairs(np.where(_open(obs), greedy_value, -np.inf), obs.stock)
+        live = np.flatnonzero(~obs.done)
+        flag = d.features.pair[live, :, :, 14]  # the expert-pick feature
+        assert (flag[np.arange(live.size), to[live], product[live]] == 1).all()
+        assert (flag.reshape(live.size, -1).sum(1) == 1).all()
+        np.testing.assert_array_equal(d.expert_pair[live], (to * obs.num_products + product)[live])
+        marked += live.size
+        differs += int((greedy_value.reshape(48, -1).argmax(1)[live] != d.expert_pair[live]).sum())
+        prompt = engine.offer(d.action.to, d.action.product, d.action.price)
+        if prompt is not None:
+            dec = Truthful().act(prompt)
+            engine.answer(dec.decision, dec.product, dec.price)
+    assert marked > 0 and differs > 0
+    a = play_markets(cfg, 4, range(200), shipped, Truthful())
+    b = play_markets(cfg, 4, range(200), planned, Truthful())
+    assert not np.array_equal(a["profit"], b["profit"])
+    assert check_seller(lambda seed: RLSeller(shipped.net, seed=seed, assignment=True)) == []
+
+    back = checkpoint.load(checkpoint.save(tmp_path / "ck", planned, name="planned"))
+    assert back.assignment is True and back.signal_prior == shipped.signal_prior
+    saved = checkpoint.save(tmp_path / "plain", shipped, name="plain")
+    assert "assignment" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
+    assert checkpoint.load(saved).assignment is False
+    for bad in ('"yes"', "1", "null"):
+        cfg_path = tmp_path / "ck" / "config.json"
+        text = json.loads(cfg_path.read_text())
+        text["policy"]["params"]["assignment"] = json.loads(bad)
+        cfg_path.write_text(json.dumps(text))
+        with pytest.raises(checkpoint.CheckpointError, match="assignment"):
+            checkpoint.load(tmp_path / "ck")
+    with pytest.raises(ValueError, match="assignment"):
+        RLSeller(assignment="yes")
+
+
+def _open(obs) -> np.ndarray:
+    return obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
+
+
 def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_records_it(
     tmp_path,
 ):

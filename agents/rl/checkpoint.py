@@ -55,7 +55,7 @@ POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
 }
 _POLICY_KEYS = {"class", "name", "side", "kind", "params", "net"}
 _PARAMS = {
-    "RLSeller": {"offsets", "expert_offsets", "markups", "signal_prior"},
+    "RLSeller": {"offsets", "expert_offsets", "markups", "signal_prior", "assignment"},
     "RLBuyer": {"shares"},
     "FixedSizeSeller": {"buyers", "products", "offsets"},
 }

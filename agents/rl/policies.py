@@ -61,7 +61,7 @@ from agents.rl.features import (
     shrink_factor,
 )
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
-from agents.scripted.sellers import GreedyMatcher, _at_most
+from agents.scripted.sellers import GreedyMatcher, _at_most, assigned_pairs
 from arena.noise import uniform
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
 from arena.prices import cents
@@ -158,11 +158,19 @@ class RLSeller(SellerPolicy):
         pooled: bool = False,
         signal_prior: float = 0.0,
         prior_feature: bool = False,
+        assignment: bool = False,
     ) -> None:
         if not signal_prior >= 0.0:
             raise ValueError("signal_prior must be >= 0 (0: the signals as they are)")
+        if not isinstance(assignment, bool):
+            raise ValueError(f"assignment must be true or false, got {assignment!r}")
         self.signal_prior = float(signal_prior)
         """Prior spread of tastes behind ``calibrate_signals`` (0: none)."""
+        self.assignment = assignment
+        """The expert's pick is the pair a max-weight assignment of the open buyers to the
+        units in stock offers (``agents.scripted.sellers.assigned_pairs``), not the pair
+        of the highest expected margin: in the expert's table that pair's expected margin
+        is raised to the best one's, so that its features read as the expert's pick."""
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
         self.markups = tuple(float(x) for x in markups)
@@ -202,6 +210,8 @@ class RLSeller(SellerPolicy):
         }
         if self.signal_prior:  # newer than the first checkpoints' records
             out["signal_prior"] = self.signal_prior
+        if self.assignment:  # likewise
+            out["assignment"] = True
         return out
 
     @classmethod
@@ -211,7 +221,11 @@ class RLSeller(SellerPolicy):
         prior = params.pop("signal_prior", 0.0)
         if isinstance(prior, bool) or not isinstance(prior, int | float):
             raise ValueError(f"signal_prior must be a number, got {prior!r}")
-        return {**_float_tuples(params), **({"signal_prior": float(prior)} if prior else {})}
+        assignment = params.pop("assignment", False)
+        if not isinstance(assignment, bool):
+            raise ValueError(f"assignment must be true or false, got {assignment!r}")
+        out = {**_float_tuples(params), **({"signal_prior": float(prior)} if prior else {})}
+        return {**out, **({"assignment": True} if assignment else {})}
 
     @property
     def expert_level(self) -> int:
@@ -243,6 +257,8 @@ class RLSeller(SellerPolicy):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
+        if self.assignment:
+            self._table = _assigned_table(self._table, obs.stock)
         threads = torch.get_num_threads()
         x = seller_features(
             obs, self._mem, self._table, threads=threads, pooled=self.pooled, factor=factor
@@ -486,6 +502,22 @@ class RLBuyer(BuyerPolicy):
 
 
 __all__ = ["RLSeller", "RLBuyer", "PRICE_OFFSETS", "BID_SHARES", "ACCEPT"]
+
+
+def _assigned_table(table: tuple[np.ndarray, np.ndarray], stock: np.ndarray):
+    """The expert's (values, prices) with each market's assignment pick raised to the
+    best value (a hair above it, so that it alone is the best): ``RLSeller.assignment``."""
+    value, price = table
+    to, product = assigned_pairs(value, stock)
+    ar = np.arange(value.shape[0])
+    top = value.reshape(value.shape[0], -1).max(axis=1)
+    picked = value[ar, to, product]
+    raise_ = np.isfinite(picked) & (picked < top)
+    if raise_.any():
+        value = value.copy()
+        bump = top[raise_] + 1e-9 * np.maximum(np.abs(top[raise_]), 1.0)
+        value[ar[raise_], to[raise_], product[raise_]] = bump
+    return value, price
 
 
 def _float_tuples(params: dict) -> dict[str, tuple[float, ...]]:

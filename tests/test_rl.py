@@ -382,6 +382,28 @@ def test_the_assignment_option_makes_the_assignments_pick_the_experts_and_is_rec
         RLSeller(assignment="yes")
 
 
+def test_train_assignment_sets_the_option_on_fresh_and_checkpoint_starts(tmp_path):
+    from agents.rl.ppo import _new_policy
+
+    assert "assignment" not in _tiny(tmp_path).to_dict()  # as the shipped records read
+    assert _tiny(tmp_path, assignment=True).to_dict()["assignment"] is True
+    assert _new_policy(_tiny(tmp_path, assignment=True)).assignment is True
+    assert _new_policy(_tiny(tmp_path)).assignment is False
+    start = str(checkpoint.save(tmp_path / "ck", RLSeller(assignment=True), name="planned"))
+    assert _new_policy(_tiny(tmp_path, init=start)).assignment is True  # unset: its own
+    assert _new_policy(_tiny(tmp_path, init=start, assignment=False)).assignment is False
+    with pytest.raises(ValueError, match="seller-side"):
+        _tiny(tmp_path, "buyer", assignment=True)
+    for bad in ("yes", 1):
+        with pytest.raises(ValueError, match="train.assignment"):
+            _tiny(tmp_path, assignment=bad)
+    _same_but(
+        "experiments/seller_stage3_assignment.toml",
+        {"name": "seller_stage3_assignment", "assignment": True},
+        base="seller.toml",
+    )
+
+
 def _open(obs) -> np.ndarray:
     return obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
 

@@ -199,6 +199,10 @@ class TrainConfig:
     this prior spread of tastes (a fraction of the range width; 0: the raw signals). Unset:
     a ``train.init`` checkpoint's own (0 for a fresh network); set, it replaces that
     checkpoint's. The trained checkpoint records it."""
+    assignment: bool | None = None
+    """Seller side: play with ``RLSeller.assignment`` (the expert's pick is a max-weight
+    assignment's pair). Unset: a ``train.init`` checkpoint's own (off for a fresh
+    network); set, it replaces that checkpoint's. The trained checkpoint records it."""
     imitate: str = ""
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
@@ -336,6 +340,10 @@ class TrainConfig:
             raise ValueError("train.prior_feature: a seller-side option")
         if self.signal_prior is not None and self.side != "seller":
             raise ValueError("train.signal_prior: a seller-side option")
+        if self.assignment is not None and not isinstance(self.assignment, bool):
+            raise ValueError(f"train.assignment: expected true or false, got {self.assignment!r}")
+        if self.assignment is not None and self.side != "seller":
+            raise ValueError("train.assignment: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
         if self.expert_pull not in ("move", "pair"):
@@ -393,8 +401,9 @@ class TrainConfig:
         for newer in ("pooled", "prior_feature", "imitation_spare"):
             if not out[newer]:
                 out.pop(newer)
-        if out["signal_prior"] is None:
-            out.pop("signal_prior")
+        for unset in ("signal_prior", "assignment"):
+            if out[unset] is None:
+                out.pop(unset)
         fam = self.family
         out["family"] = {
             "configs": {name: cfg.to_dict() for name, cfg in fam.configs},

@@ -760,6 +760,8 @@ def _new_policy(cfg: TrainConfig):
             )
         if cfg.side == "seller" and cfg.signal_prior is not None:
             policy.signal_prior = float(cfg.signal_prior)
+        if cfg.side == "seller" and cfg.assignment is not None:
+            policy.assignment = cfg.assignment
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
@@ -773,6 +775,7 @@ def _new_policy(cfg: TrainConfig):
             pooled=cfg.pooled,
             signal_prior=cfg.signal_prior or 0.0,
             prior_feature=cfg.prior_feature,
+            assignment=bool(cfg.assignment),
         )
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)

@@ -371,13 +371,7 @@ def test_the_assignment_option_makes_the_assignments_pick_the_experts_and_is_rec
     saved = checkpoint.save(tmp_path / "plain", shipped, name="plain")
     assert "assignment" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
     assert checkpoint.load(saved).assignment is False
-    for bad in ('"yes"', "1", "null"):
-        cfg_path = tmp_path / "ck" / "config.json"
-        text = json.loads(cfg_path.read_text())
-        text["policy"]["params"]["assignment"] = json.loads(bad)
-        cfg_path.write_text(json.dumps(text))
-        with pytest.raises(checkpoint.CheckpointError, match="assignment"):
-            checkpoint.load(tmp_path / "ck")
+    _bad_params_are_checkpoint_errors(tmp_path / "ck", "assignment", ('"yes"', "1", "null"))
     with pytest.raises(ValueError, match="assignment"):
         RLSeller(assignment="yes")
 
@@ -402,6 +396,18 @@ def test_train_assignment_sets_the_option_on_fresh_and_checkpoint_starts(tmp_pat
         {"name": "seller_stage3_assignment", "assignment": True},
         base="seller.toml",
     )
+
+
+def _bad_params_are_checkpoint_errors(ck: Path, key: str, values: tuple[str, ...]) -> None:
+    """Each JSON value in ``values`` written as policy param ``key`` of checkpoint ``ck``
+    makes loading it a ``CheckpointError`` that names the param."""
+    for bad in values:
+        cfg_path = ck / "config.json"
+        text = json.loads(cfg_path.read_text())
+        text["policy"]["params"][key] = json.loads(bad)
+        cfg_path.write_text(json.dumps(text))
+        with pytest.raises(checkpoint.CheckpointError, match=key):
+            checkpoint.load(ck)
 
 
 def _open(obs) -> np.ndarray:
@@ -435,13 +441,7 @@ def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_recor
     saved = checkpoint.save(tmp_path / "plain", plain, name="plain")
     assert "signal_prior" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
     assert checkpoint.load(saved).signal_prior == 0.0
-    for bad in ('"wide"', "-0.1", "true"):
-        cfg_path = tmp_path / "ck" / "config.json"
-        text = json.loads(cfg_path.read_text())
-        text["policy"]["params"]["signal_prior"] = json.loads(bad)
-        cfg_path.write_text(json.dumps(text))
-        with pytest.raises(checkpoint.CheckpointError, match="signal_prior"):
-            checkpoint.load(tmp_path / "ck")
+    _bad_params_are_checkpoint_errors(tmp_path / "ck", "signal_prior", ('"wide"', "-0.1", "true"))
     with pytest.raises(ValueError, match="signal_prior"):
         RLSeller(signal_prior=-1.0)
 
@@ -892,16 +892,19 @@ def test_the_prior_pull_experiment_is_the_shipped_stage_3_with_a_stronger_pull()
     )
 
 
+def _stages_1_and_2_change_only(changed: dict, suffix: str) -> None:
+    """experiments/seller_joint_SUFFIX.toml and seller_retail_SUFFIX.toml are the shipped
+    stages 1 and 2 with ``changed`` (and their names)."""
+    for stage, base in (("joint", "seller_joint.toml"), ("retail", "seller_retail.toml")):
+        name = f"seller_{stage}_{suffix}"
+        _same_but(f"experiments/{name}.toml", {**changed, "name": name}, base)
+
+
 def test_the_prior_feature_stages_change_only_what_they_say():
     """Stages 1 and 2 with the signal prior and its factor as a feature; stage 3 (with
     seller.toml's prior) from them."""
     changed = {"signal_prior": 0.25, "prior_feature": True}
-    _same_but("experiments/seller_joint_prior.toml", {**changed, "name": "seller_joint_prior"})
-    _same_but(
-        "experiments/seller_retail_prior.toml",
-        {**changed, "name": "seller_retail_prior"},
-        "seller_retail.toml",
-    )
+    _stages_1_and_2_change_only(changed, "prior")
     runs = Path("runs").resolve()  # where the stage commands write (train them first)
     joint = load_train_config("agents/rl/configs/seller_joint.toml")
     wholesale = dataclasses.replace(joint.family, configs=joint.family.configs[1:])
@@ -951,12 +954,7 @@ def test_the_spare_turn_stages_change_only_what_they_say():
     """Stages 1 and 2 whose warm start is patient only with turns to spare; stage 3 (with
     seller.toml's prior) from them."""
     changed = {"imitation_spare": 0.3}
-    _same_but("experiments/seller_joint_spare.toml", {**changed, "name": "seller_joint_spare"})
-    _same_but(
-        "experiments/seller_retail_spare.toml",
-        {**changed, "name": "seller_retail_spare"},
-        "seller_retail.toml",
-    )
+    _stages_1_and_2_change_only(changed, "spare")
     runs = Path("runs").resolve()  # where the stage commands write (train them first)
     _same_but(
         "experiments/seller_spare.toml",

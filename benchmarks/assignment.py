@@ -7,8 +7,8 @@
 The greedy matcher offers, each turn, the open (buyer, product) pair with the highest
 expected margin. ``AssignmentMatcher`` keeps its estimates and its prices and changes only
 that choice: each turn it matches the open buyers to the units in stock so that the sum of
-expected margins is largest (a max-weight assignment, ``scipy.optimize.linear_sum_assignment``;
-each product has a slot per unit) and offers the matched pair worth the most. A buyer
+expected margins is largest (a max-weight assignment, by the oracle's solver:
+``agents.scripted.sellers.assigned_pairs``) and offers the matched pair worth the most. A buyer
 whose best product another buyer needs more is sent to its second best instead of taking
 the unit first.
 

@@ -8,7 +8,7 @@ import pytest
 
 from agents.conformance import check_seller
 from agents.scripted.buyers import Truthful
-from agents.scripted.sellers import GreedyMatcher, assigned_pairs, max_weight_matching
+from agents.scripted.sellers import GreedyMatcher
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch
@@ -17,53 +17,6 @@ from arena.generator import generate_batch
 @pytest.fixture(scope="module")
 def bench(load_benchmark):
     return load_benchmark("assignment")
-
-
-def _brute_force(value: np.ndarray, stock: np.ndarray) -> float:
-    """The largest sum of values over matchings (each buyer at most once, product j at
-    most stock[j] times, open pairs only), by trying them all."""
-    n, m = value.shape
-
-    def best(i: int, left: tuple[int, ...]) -> float:
-        if i == n:
-            return 0.0
-        out = best(i + 1, left)  # buyer i unmatched
-        for j in range(m):
-            if left[j] > 0 and np.isfinite(value[i, j]):
-                rest = left[:j] + (left[j] - 1,) + left[j + 1 :]
-                out = max(out, value[i, j] + best(i + 1, rest))
-        return out
-
-    return best(0, tuple(int(s) for s in stock))
-
-
-def test_the_matching_is_valid_and_as_heavy_as_the_best_one_by_brute_force():
-    rng = np.random.default_rng(7)
-    for _ in range(300):
-        n, m = rng.integers(1, 5), rng.integers(1, 4)
-        value = rng.normal(1.0, 1.5, (n, m))  # some margins negative
-        value[rng.random((n, m)) < 0.3] = -np.inf  # closed pairs
-        stock = rng.integers(0, 3, m)
-        got = max_weight_matching(value, stock)
-        buyers = [i for i, _ in got]
-        assert len(set(buyers)) == len(buyers)
-        assert all(np.isfinite(value[i, j]) for i, j in got)
-        assert all(sum(j == k for _, j in got) <= stock[k] for k in range(m))
-        total = sum(value[i, j] for i, j in got)
-        assert total == pytest.approx(_brute_force(value, stock), abs=1e-9)
-
-
-def test_a_buyer_is_sent_to_its_second_best_when_another_needs_its_first():
-    # Buyer 0 values product 0 most (10) and product 1 nearly as much (9); buyer 1 can
-    # only buy product 0 (8). Greedy offers (0, 0) and strands buyer 1; the matching
-    # sells both, and its most valuable pair is (0, 1).
-    value = np.array([[[10.0, 9.0], [8.0, -np.inf]]])
-    stock = np.array([[1, 1]])
-    assert sorted(max_weight_matching(value[0], stock[0])) == [(0, 1), (1, 0)]
-    to, product = assigned_pairs(value, stock)
-    assert (to[0], product[0]) == (0, 1)
-    nothing = np.full((1, 2, 2), -np.inf)  # no open pair: the greedy argmax, as the matcher
-    assert [a[0] for a in assigned_pairs(nothing, stock)] == [0, 0]
 
 
 def test_it_offers_the_matched_pair_at_the_greedy_matchers_price_and_passes_conformance(bench):

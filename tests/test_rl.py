@@ -322,14 +322,14 @@ def test_the_assignment_option_makes_the_assignments_pick_the_experts_and_is_rec
     the best value, so that the pick features mark it; play changes where the pick
     differs from the greedy one; checkpoints record it; a bad value is a clear error."""
     from agents.rl.policies import _assigned_table
-    from agents.scripted.sellers import assigned_pairs
+    from agents.scripted.matching import assigned_pairs
 
     # Buyer 0 wants product 0 most (10) and product 1 nearly as much (9); buyer 1 can
     # only buy product 0 (8): the assignment's pick is (0, 1), the greedy one (0, 0).
     value = np.array([[[10.0, 9.0], [8.0, -np.inf]], [[5.0, 1.0], [1.0, 4.0]]])
     price = np.arange(8.0).reshape(2, 2, 2)
     stock = np.array([[1, 1], [1, 1]])
-    got, same_price = _assigned_table((value, price), stock)
+    got, same_price = _assigned_table((value, price), assigned_pairs(value, stock))
     assert same_price is price
     assert got[0, 0, 1] > 10.0 and got[0, 0, 1] == pytest.approx(10.0)
     np.testing.assert_array_equal(np.delete(got[0].ravel(), 1), np.delete(value[0].ravel(), 1))

@@ -61,7 +61,8 @@ from agents.rl.features import (
     shrink_factor,
 )
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
-from agents.scripted.sellers import GreedyMatcher, _at_most, assigned_pairs
+from agents.scripted.matching import PlannedMatches
+from agents.scripted.sellers import GreedyMatcher, _at_most
 from arena.noise import uniform
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
 from arena.prices import cents
@@ -168,7 +169,7 @@ class RLSeller(SellerPolicy):
         """Prior spread of tastes behind ``calibrate_signals`` (0: none)."""
         self.assignment = assignment
         """The expert's pick is the pair a max-weight assignment of the open buyers to the
-        units in stock offers (``agents.scripted.sellers.assigned_pairs``), not the pair
+        units in stock offers (``agents.scripted.matching.PlannedMatches``), not the pair
         of the highest expected margin: in the expert's table that pair's expected margin
         is raised to the best one's, so that its features read as the expert's pick."""
         self.offsets = tuple(float(x) for x in offsets)
@@ -193,6 +194,7 @@ class RLSeller(SellerPolicy):
         self.greedy = greedy
         self._mem: SellerMemory | None = None
         self._expert = GreedyMatcher()
+        self._plan = PlannedMatches()
         self._table: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
@@ -235,11 +237,13 @@ class RLSeller(SellerPolicy):
     def reset(self, batch_size: int) -> None:
         self._mem = None
         self._expert.reset(batch_size)
+        self._plan.reset()
 
     def restart(self, rows: np.ndarray) -> None:
         if self._mem is not None:
             self._mem.restart(rows)
         self._expert.restart(rows)
+        self._plan.restart(rows)
 
     def act(self, obs: SellerObs) -> SellerAction:
         return self.decide(obs, record=False).action
@@ -258,7 +262,7 @@ class RLSeller(SellerPolicy):
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
         if self.assignment:
-            self._table = _assigned_table(self._table, obs.stock)
+            self._table = _assigned_table(self._table, self._plan.pairs(self._table[0], obs.stock))
         threads = torch.get_num_threads()
         x = seller_features(
             obs, self._mem, self._table, threads=threads, pooled=self.pooled, factor=factor
@@ -504,11 +508,12 @@ class RLBuyer(BuyerPolicy):
 __all__ = ["RLSeller", "RLBuyer", "PRICE_OFFSETS", "BID_SHARES", "ACCEPT"]
 
 
-def _assigned_table(table: tuple[np.ndarray, np.ndarray], stock: np.ndarray):
-    """The expert's (values, prices) with each market's assignment pick raised to the
-    best value (a hair above it, so that it alone is the best): ``RLSeller.assignment``."""
+def _assigned_table(table: tuple[np.ndarray, np.ndarray], pick: tuple[np.ndarray, np.ndarray]):
+    """The expert's (values, prices) with each market's planned pick (buyer, product)
+    raised to the best value (a hair above it, so that it alone is the best):
+    ``RLSeller.assignment``."""
     value, price = table
-    to, product = assigned_pairs(value, stock)
+    to, product = pick
     ar = np.arange(value.shape[0])
     top = value.reshape(value.shape[0], -1).max(axis=1)
     picked = value[ar, to, product]

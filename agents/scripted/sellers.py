@@ -94,27 +94,6 @@ def _argmax_pair(score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat // m, flat % m
 
 
-def max_weight_matching(value: np.ndarray, stock: np.ndarray) -> list[tuple[int, int]]:
-    """(buyer, product) pairs of a max-weight matching of one market: ``value`` (N, M)
-    (-inf where a pair is not open), each buyer matched at most once and product j at
-    most ``stock[j]`` times, only on open pairs worth more than 0, the sum of values
-    largest (``arena.oracle.optimal_assignment``, the oracle's solver, on those values)."""
-    worth = np.where(np.isfinite(value), np.maximum(value, 0.0), 0.0)
-    return optimal_assignment(worth, np.zeros(value.shape[1]), np.maximum(stock, 0))
-
-
-def assigned_pairs(value: np.ndarray, stock: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(B,) buyer and product per market: of its max-weight matching, the pair worth the
-    most (ties: lowest buyer, then product); markets with no open pair get the greedy
-    argmax, as the greedy matcher does."""
-    to, product = _argmax_pair(value)
-    for b in range(value.shape[0]):
-        matched = max_weight_matching(value[b], stock[b])
-        if matched:
-            to[b], product[b] = max(matched, key=lambda p: (value[b][p], -p[0], -p[1]))
-    return to, product
-
-
 def _least_contacted(obs: SellerObs) -> np.ndarray:
     """(B, N) the active buyers that have received the fewest messages."""
     load = np.where(obs.active, obs.n_messages, np.iinfo(np.int64).max)

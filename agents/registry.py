@@ -23,6 +23,7 @@ from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy
 from agents.population import Population
 from agents.scripted.buyers import Haggler, NoisyHuman, StrategicAgent, Threshold, Truthful
 from agents.scripted.sellers import (
+    AssignmentMatcher,
     DescendingOffers,
     DisclosureAware,
     GreedyMatcher,
@@ -319,6 +320,9 @@ _SCRIPTED = [
     ("greedy_matcher", "seller", AGENT, GreedyMatcher, {},
      "Offers the (buyer, product, price) with the highest expected margin from public "
      "signals; learns from refusals; takes standing bids."),
+    ("assignment_matcher", "seller", AGENT, AssignmentMatcher, {},
+     "The greedy matcher's estimates and prices, its pair planned: the most valuable pair "
+     "of a max-weight matching of the open buyers to the units in stock."),
     ("descending_offers", "seller", AGENT, DescendingOffers, {},
      "Goes round the buyers and concedes a step of the signal on every contact."),
     ("pricing_bandit", "seller", AGENT, PricingBandit, {},

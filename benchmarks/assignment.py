@@ -5,17 +5,18 @@
                                     [--markdown]
 
 The greedy matcher offers, each turn, the open (buyer, product) pair with the highest
-expected margin. ``AssignmentMatcher`` keeps its estimates and its prices and changes only
-that choice: each turn it matches the open buyers to the units in stock so that the sum of
-expected margins is largest (a max-weight assignment, kept across turns while it stays
-optimal: ``agents.scripted.matching.PlannedMatches``) and offers the matched pair worth the
-most. A buyer whose best product another buyer needs more is sent to its second best instead of taking
-the unit first.
+expected margin. The assignment matcher (``assignment_matcher``,
+``agents.scripted.sellers.AssignmentMatcher``) keeps its estimates and its prices and
+changes only that choice: each turn it matches the open buyers to the units in stock so
+that the sum of expected margins is largest (a max-weight matching, kept across turns
+while it stays optimal: ``agents.scripted.matching``) and offers the matched pair worth
+the most. A buyer whose best product another buyer needs more is sent to its second best
+instead of taking the unit first.
 
 On the markets of ``benchmarks/generalization.py`` (its configs, seed and indices) this
 prints, per config and buyer, the assignment matcher's profit and match quality minus the
-greedy matcher's (paired over markets, 95% CI). It is a probe of the greedy matcher's
-headroom, not a registered seller. ``--versus``
+greedy matcher's (paired over markets, 95% CI): how much planning the matches adds to
+the same estimates and prices. ``--versus``
 adds a column per seller (registry names or checkpoint directories): its profit minus the
 assignment matcher's on the same markets.
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,40 +34,13 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import registry  # noqa: E402
-from agents.base import SellerAction  # noqa: E402
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
-from agents.scripted.matching import PlannedMatches  # noqa: E402
-from agents.scripted.sellers import GreedyMatcher, _price  # noqa: E402
+from agents.scripted.sellers import AssignmentMatcher, GreedyMatcher  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
 from arena.metrics import welfare_bounds  # noqa: E402
-from arena.observation import SellerObs  # noqa: E402
 from benchmarks.generalization import CONFIGS, MIXED, SCRIPTED_BUYERS, SEED  # noqa: E402
 
 BUYERS = (*SCRIPTED_BUYERS, MIXED)
-
-
-@dataclass
-class AssignmentMatcher(GreedyMatcher):
-    """The greedy matcher with its pair chosen from a max-weight assignment (module
-    docstring); same estimates, same price for the pair it offers."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._plan = PlannedMatches()
-
-    def reset(self, batch_size: int) -> None:
-        super().reset(batch_size)
-        self._plan.reset()
-
-    def restart(self, rows: np.ndarray) -> None:
-        super().restart(rows)
-        self._plan.restart(rows)
-
-    def act(self, obs: SellerObs) -> SellerAction:
-        value, price = self.pair_table(obs)
-        to, product = self._plan.pairs(value, obs.stock)
-        p = price[np.arange(obs.batch_size), to, product]
-        return SellerAction(to=to, product=product, price=_price(p, obs))
 
 
 def _play(batch, seller, kind: str, w) -> dict:

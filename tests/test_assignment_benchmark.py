@@ -8,7 +8,7 @@ import pytest
 
 from agents.conformance import check_seller
 from agents.scripted.buyers import Truthful
-from agents.scripted.sellers import GreedyMatcher
+from agents.scripted.sellers import AssignmentMatcher, GreedyMatcher
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch
@@ -20,9 +20,9 @@ def bench(load_benchmark):
 
 
 def test_it_offers_the_matched_pair_at_the_greedy_matchers_price_and_passes_conformance(bench):
-    assert check_seller(lambda seed: bench.AssignmentMatcher(), markets=6) == []
+    assert check_seller(lambda seed: AssignmentMatcher(), markets=6) == []
     batch = generate_batch(MarketConfig(buyers=6, products=3, inventory=1, turns=8), 5, range(32))
-    engine, seller, shadow = BatchedMarket(batch), bench.AssignmentMatcher(), GreedyMatcher()
+    engine, seller, shadow = BatchedMarket(batch), AssignmentMatcher(), GreedyMatcher()
     seller.reset(32)
     shadow.reset(32)
     buyer, moved = Truthful(), 0

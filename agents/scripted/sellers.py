@@ -30,6 +30,7 @@ from scipy.special import ndtr, ndtri
 
 from agents.base import SellerAction, SellerPolicy
 from agents.rows import map_rows
+from agents.scripted.matching import PlannedMatches
 from arena.generator import MarketBatch
 from arena.noise import uniform
 from arena.observation import COUNTER, REJECT, LastDecision, SellerObs
@@ -41,6 +42,7 @@ _ROWS_PER_THREAD = 65536
 options."""
 
 __all__ = [
+    "AssignmentMatcher",
     "DescendingOffers",
     "DisclosureAware",
     "GreedyMatcher",
@@ -341,6 +343,42 @@ class GreedyMatcher(SellerPolicy):
             to_spare = obs.turns_left - open_buyers > self.spare * open_buyers
             patient = to_spare & (obs.counter_product[ar, to] != product)
             p = np.where(patient, p + self.patience * (hi - lo), p)
+        return SellerAction(to=to, product=product, price=_price(p, obs))
+
+
+@dataclass
+class AssignmentMatcher(GreedyMatcher):
+    """The greedy matcher with its matches planned.
+
+    Rule: steps 1-3 of ``GreedyMatcher`` give every open pair's expected margin and
+    price; then, per market, a max-weight matching of the open buyers to the units in
+    stock on those margins (``agents.scripted.matching.PlannedMatches``, kept from turn to
+    turn while it stays optimal), and the offer is its most valuable pair at the greedy
+    matcher's price for it (markets with no matched pair: the greedy pair). A buyer whose
+    best product another buyer needs more is offered its second best instead of taking
+    the unit first. No patience step (``patience`` must be 0).
+    """
+
+    _plan: PlannedMatches = field(
+        default_factory=PlannedMatches, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.patience == 0.0, f"patience must be 0 (no patience step), got {self.patience}")
+
+    def reset(self, batch_size: int) -> None:
+        super().reset(batch_size)
+        self._plan.reset()
+
+    def restart(self, rows: np.ndarray) -> None:
+        super().restart(rows)
+        self._plan.restart(rows)
+
+    def act(self, obs: SellerObs) -> SellerAction:
+        value, price = self.pair_table(obs)
+        to, product = self._plan.pairs(value, obs.stock)
+        p = price[np.arange(obs.batch_size), to, product]
         return SellerAction(to=to, product=product, price=_price(p, obs))
 
 

@@ -7,7 +7,8 @@ Prints, on the default tournament's retail config against truthful buyers:
 * greedy play of the torch seller (the shipped ``rl_seller``, the checkpoint given by
   ``--seller``, or fresh weights of the shipped shape when none is shipped) in
   seller-turns/s at B markets, beside the scripted
-  greedy matcher's rate on the same markets (median of ``--repeats`` runs);
+  greedy matcher's and assignment matcher's rates on the same markets (median of
+  ``--repeats`` runs);
 * a training rollout (sampling, per-row restarts, rewards) in seller-turns/s;
 * a PPO update in samples/s (3 epochs of 4 minibatches over one rollout);
 * the wall time the shipped checkpoints' training took, from their ``curve.csv``: for a
@@ -106,6 +107,10 @@ def main(argv: list[str] | None = None) -> dict:
     greedy = statistics.median(
         _turns_per_s(batch, registry.make("greedy_matcher", "seller")) for _ in range(args.repeats)
     )
+    planned = statistics.median(
+        _turns_per_s(batch, registry.make("assignment_matcher", "seller"))
+        for _ in range(args.repeats)
+    )
 
     cfg = TrainConfig(
         side="seller",
@@ -135,6 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rl_seller_greedy_turns_per_s": round(rl),
         "greedy_matcher_turns_per_s": round(greedy),
         "rl_over_greedy_matcher": round(rl / greedy, 3),
+        "assignment_matcher_turns_per_s": round(planned),
         "rollout_turns_per_s": round(statistics.median(rollout_rates)),
         "update_samples_per_s": round(statistics.median(update_rates)),
         "shipped_seller_training_wall_s": _training_wall(SHIPPED / "rl_seller"),

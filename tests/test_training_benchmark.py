@@ -29,7 +29,12 @@ def test_a_given_seller_checkpoint_is_the_one_measured(bench, tmp_path, capsys):
     out = bench.main(["--seller", str(tmp_path / "wide"), "--markets", "64", "--repeats", "1",
                       "--threads", "1"])  # fmt: skip
     assert out["seller_weights"] == str(tmp_path / "wide") and out["seller_hidden"] == 24
-    for key in ("rl_seller_greedy_turns_per_s", "rollout_turns_per_s", "update_samples_per_s"):
+    for key in (
+        "rl_seller_greedy_turns_per_s",
+        "assignment_matcher_turns_per_s",
+        "rollout_turns_per_s",
+        "update_samples_per_s",
+    ):
         assert out[key] > 0
     capsys.readouterr()
 

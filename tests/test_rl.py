@@ -1030,11 +1030,12 @@ def test_the_stage_2_and_stage_3_variants_change_only_what_they_say():
         _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
 
 
-def _same_but(config: str, changed: dict, base: str = "seller_joint.toml") -> None:
-    if base == "seller.toml" and config != "seller.toml":
-        # Every stage-3 experiment was measured before seller.toml planned its matches,
-        # and says so (assignment = false), so that its command still gives what was
-        # measured.
+def _same_but(
+    config: str, changed: dict, base: str = "seller_joint.toml", planned: bool = False
+) -> None:
+    if base == "seller.toml" and config != "seller.toml" and not planned:
+        # The stage-3 experiments measured before seller.toml planned its matches say so
+        # (assignment = false), so that their commands still give what was measured.
         changed = {"assignment": False, **changed}
     shipped = load_train_config(f"agents/rl/configs/{base}")
     run = load_train_config(f"agents/rl/configs/{config}")
@@ -1479,3 +1480,26 @@ def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
             {"name": name, "family": family, "teachers": teachers},
             base="seller.toml",
         )
+
+
+def test_the_planned_stages_change_only_what_they_say():
+    """Stages 1 and 2 that plan their matches from the start (planned matches, a warm
+    start that imitates the assignment matcher without patience); stage 3 from them, and
+    the shipped stage 3 with the planned stage 2 as its retail teacher."""
+    changed = {"assignment": True, "imitate": "assignment_matcher", "imitation_patience": 0.0}
+    _stages_1_and_2_change_only(changed, "planned")
+    runs = Path("runs").resolve()  # where the stage commands write (train them first)
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    planned = runs / "seller_joint_planned"
+    for name, start, wholesale in (
+        ("seller_planned", {"init": planned}, planned),
+        ("seller_stage3_retail_planned", {}, stages / "rl_seller_joint"),
+    ):
+        run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
+        assert run.assignment is True  # seller.toml's, kept
+        _same_but(
+            f"experiments/{name}.toml",
+            {"name": name, **start,
+             "teachers": (("retail", runs / "seller_retail_planned"), ("wholesale", wholesale))},
+            base="seller.toml", planned=True,
+        )  # fmt: skip

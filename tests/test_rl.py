@@ -1503,3 +1503,18 @@ def test_the_planned_stages_change_only_what_they_say():
              "teachers": (("retail", runs / "seller_retail_planned"), ("wholesale", wholesale))},
             base="seller.toml", planned=True,
         )  # fmt: skip
+
+
+def test_the_stages_trained_with_planned_matches_change_only_that():
+    """Stages 1 and 2 trained with planned matches (the warm start as shipped); stage 3
+    from them."""
+    _stages_1_and_2_change_only({"assignment": True}, "planned_features")
+    runs = Path("runs").resolve()  # where the stage commands write (train them first)
+    _same_but(
+        "experiments/seller_planned_features.toml",
+        {"name": "seller_planned_features",
+         "init": runs / "seller_joint_planned_features",
+         "teachers": (("retail", runs / "seller_retail_planned_features"),
+                      ("wholesale", runs / "seller_joint_planned_features"))},
+        base="seller.toml", planned=True,
+    )  # fmt: skip

@@ -1507,7 +1507,7 @@ def test_the_planned_stages_change_only_what_they_say():
 
 def test_the_stages_trained_with_planned_matches_change_only_that():
     """Stages 1 and 2 trained with planned matches (the warm start as shipped); stage 3
-    from them."""
+    from them, and the shipped stage 3 with that stage 2 as its retail teacher."""
     _stages_1_and_2_change_only({"assignment": True}, "planned_features")
     runs = Path("runs").resolve()  # where the stage commands write (train them first)
     _same_but(
@@ -1516,5 +1516,13 @@ def test_the_stages_trained_with_planned_matches_change_only_that():
          "init": runs / "seller_joint_planned_features",
          "teachers": (("retail", runs / "seller_retail_planned_features"),
                       ("wholesale", runs / "seller_joint_planned_features"))},
+        base="seller.toml", planned=True,
+    )  # fmt: skip
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    _same_but(
+        "experiments/seller_stage3_retail_planned_features.toml",
+        {"name": "seller_stage3_retail_planned_features",
+         "teachers": (("retail", runs / "seller_retail_planned_features"),
+                      ("wholesale", stages / "rl_seller_joint"))},
         base="seller.toml", planned=True,
     )  # fmt: skip

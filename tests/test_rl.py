@@ -1526,3 +1526,13 @@ def test_the_stages_trained_with_planned_matches_change_only_that():
                       ("wholesale", stages / "rl_seller_joint"))},
         base="seller.toml", planned=True,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])
+def test_the_planned_retail_teacher_pulls_change_only_the_weight(suffix, coef):
+    name = f"seller_stage3_retail_planned_features_{suffix}"
+    _same_but(
+        f"experiments/{name}.toml",
+        {"name": name, "teacher_coef": coef},
+        base="experiments/seller_stage3_retail_planned_features.toml",
+    )

@@ -947,20 +947,27 @@ def test_the_warm_start_teacher_plays_with_the_patience_and_spare_of_the_config(
     assert (imitation_teacher(plain).patience, imitation_teacher(plain).spare) == (0.0, 0.0)
 
 
+def _stage_3_from_stages(name: str, suffix: str, planned: bool = False) -> None:
+    """experiments/NAME.toml is the shipped stage 3 (seller.toml) started from
+    seller_joint_SUFFIX, with seller_retail_SUFFIX and seller_joint_SUFFIX as its retail
+    and wholesale teachers (where their commands write them)."""
+    runs = Path("runs").resolve()
+    joint = runs / f"seller_joint_{suffix}"
+    _same_but(
+        f"experiments/{name}.toml",
+        {"name": name, "init": joint,
+         "teachers": (("retail", runs / f"seller_retail_{suffix}"), ("wholesale", joint))},
+        base="seller.toml", planned=planned,
+    )  # fmt: skip
+
+
 def test_the_spare_turn_stages_change_only_what_they_say():
     """Stages 1 and 2 whose warm start is patient only with turns to spare; stage 3 (with
     seller.toml's prior) from them."""
     changed = {"imitation_spare": 0.3}
     _stages_1_and_2_change_only(changed, "spare")
     runs = Path("runs").resolve()  # where the stage commands write (train them first)
-    _same_but(
-        "experiments/seller_spare.toml",
-        {"name": "seller_spare",
-         "init": runs / "seller_joint_spare",
-         "teachers": (("retail", runs / "seller_retail_spare"),
-                      ("wholesale", runs / "seller_joint_spare"))},
-        base="seller.toml",
-    )  # fmt: skip
+    _stage_3_from_stages("seller_spare", "spare")
     _same_but(
         "experiments/seller_spare_retail12.toml",
         {"name": "seller_spare_retail12",
@@ -1509,15 +1516,8 @@ def test_the_stages_trained_with_planned_matches_change_only_that():
     """Stages 1 and 2 trained with planned matches (the warm start as shipped); stage 3
     from them, and the shipped stage 3 with that stage 2 as its retail teacher."""
     _stages_1_and_2_change_only({"assignment": True}, "planned_features")
+    _stage_3_from_stages("seller_planned_features", "planned_features", planned=True)
     runs = Path("runs").resolve()  # where the stage commands write (train them first)
-    _same_but(
-        "experiments/seller_planned_features.toml",
-        {"name": "seller_planned_features",
-         "init": runs / "seller_joint_planned_features",
-         "teachers": (("retail", runs / "seller_retail_planned_features"),
-                      ("wholesale", runs / "seller_joint_planned_features"))},
-        base="seller.toml", planned=True,
-    )  # fmt: skip
     stages = Path("agents/rl/checkpoints/stages").resolve()
     _same_but(
         "experiments/seller_stage3_retail_planned_features.toml",

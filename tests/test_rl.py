@@ -1473,9 +1473,14 @@ def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
     )
     stages = Path("agents/rl/checkpoints/stages").resolve()
     runs = Path("runs").resolve()  # where seller_retail_long.toml's command writes
-    for name, teacher in (
-        ("seller_stage3_retail12", stages / "rl_seller_retail"),
-        ("seller_stage3_retail12_long", runs / "seller_retail_long"),
+    for name, teacher, planned in (
+        ("seller_stage3_retail12", stages / "rl_seller_retail", False),
+        ("seller_stage3_retail12_long", runs / "seller_retail_long", False),
+        (  # measured after seller.toml planned its matches, so it keeps them
+            "seller_stage3_retail12_planned_features",
+            runs / "seller_retail12_planned_features",
+            True,
+        ),
     ):
         teachers = (
             ("retail", teacher),
@@ -1486,7 +1491,16 @@ def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
             f"experiments/{name}.toml",
             {"name": name, "family": family, "teachers": teachers},
             base="seller.toml",
+            planned=planned,
         )
+    # Its teacher: the stage 2 trained with planned matches, on retail and retail12.
+    stage2 = load_train_config("agents/rl/configs/experiments/seller_retail_planned_features.toml")
+    two = dataclasses.replace(stage2.family, configs=(("retail", retail), ("retail12", retail12)))
+    _same_but(
+        "experiments/seller_retail12_planned_features.toml",
+        {"name": "seller_retail12_planned_features", "family": two},
+        base="experiments/seller_retail_planned_features.toml",
+    )
 
 
 def test_the_planned_stages_change_only_what_they_say():

@@ -54,7 +54,8 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     monkeypatch.setattr(gen, "IN_DISTRIBUTION", ("retail",))
     monkeypatch.setattr(gen, "BUYERS", (("truthful", "hidden"), (gen.MIXED, "mandatory")))
     monkeypatch.setattr(gen, "SCRIPTED_BUYERS", ("truthful", "strategic"))
-    monkeypatch.setattr(gen, "SELLERS", ("rl_seller", "greedy_matcher", "posted_price", "oracle"))
+    sellers = ("rl_seller", "greedy_matcher", "assignment_matcher", "posted_price", "oracle")
+    monkeypatch.setattr(gen, "SELLERS", sellers)
     runs = []
     for seed in (3, 4):
         torch.manual_seed(seed)
@@ -84,6 +85,19 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     near = sum(r[k] == "yes" for r in capture["rows"] if r[1] == "held out")
     assert f"the ratio on retail in {near} of {held_out} cells" in printed
     assert tables["targets"][0].startswith("rl_seller beats every scripted seller")
+    # ... and against the baselines before the assignment matcher: every lower bound but
+    # its own above 0.
+    header = tables["profit"]["header"]
+    earlier = [header.index(f"- {s}") for s in ("greedy_matcher", "posted_price")]
+    lower = [
+        [float(r[k].split("[")[1].split(",")[0]) for k in earlier] for r in tables["profit"]["rows"]
+    ]
+    above = sum(all(x > 0 for x in row) for row in lower)
+    assert above >= yes
+    assert (
+        f"every one but assignment_matcher (the baselines before it) in {above} of {cells}"
+        in printed
+    )
     buyer = tables["buyer"]
     assert len(buyer["rows"]) == len(gen.CONFIGS)
     h = buyer["header"]

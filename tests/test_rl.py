@@ -395,6 +395,102 @@ def test_train_assignment_sets_the_option_on_fresh_and_checkpoint_starts(tmp_pat
     assert load_train_config("agents/rl/configs/seller.toml").assignment is True  # shipped
 
 
+def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_choice(tmp_path):
+    """``RLSeller.within_plan``: every pair it offers (greedy or sampled) is a pair of its
+    market's max-weight matching when that matching has one; the log-probabilities a
+    trainer recomputes from the stored choice are the ones it played with; the option goes
+    through checkpoints and training configs, and a bad value is a clear error."""
+    from agents.rl.ppo import _new_policy
+    from agents.scripted.matching import max_weight_matching
+
+    shipped = checkpoint.load(Path("agents/rl/checkpoints/rl_seller"))
+    cfg = dataclasses.replace(SMALL, buyers=6, products=3, turns=8)
+    for sample in (False, True):
+        seller = RLSeller(shipped.net, seed=3, assignment=True, within_plan=True)
+        batch = generate_batch(cfg, 5, range(40))
+        engine = BatchedMarket(batch)
+        seller.reset(40)
+        checked = 0
+        while not engine.all_done:
+            obs = engine.seller_observation()
+            d = seller.decide(obs, sample=sample, record=True)
+            # The matcher's values the plan was made on (as in the assignment test above).
+            value = np.where(_open(obs), seller._expert._table[0], -np.inf)
+            for b in np.flatnonzero(~obs.done):
+                plan = max_weight_matching(value[b], obs.stock[b])
+                if plan:  # the kept matching is a max-weight one, and the pair is in it
+                    kept = [tuple(p) for p in np.argwhere(d.choice[b])]
+                    got = sum(value[b][i, j] for i, j in kept)
+                    assert got == pytest.approx(sum(value[b][i, j] for i, j in plan), rel=1e-9)
+                    assert (d.action.to[b], d.action.product[b]) in kept
+                    checked += 1
+            x = [torch.from_numpy(a) for a in d.features.arrays()]
+            logp = seller.evaluate(
+                x,
+                *(torch.from_numpy(a) for a in (d.open, d.pair, d.level, d.level_ok, d.choice)),
+            )[0]
+            np.testing.assert_allclose(logp.detach().numpy(), d.logp, rtol=1e-5, atol=1e-5)
+            prompt = engine.offer(d.action.to, d.action.product, d.action.price)
+            if prompt is not None:
+                dec = Truthful().act(prompt)
+                engine.answer(dec.decision, dec.product, dec.price)
+        assert checked > 100
+    plain = RLSeller(shipped.net, signal_prior=shipped.signal_prior, assignment=True)
+    within = RLSeller(
+        shipped.net, signal_prior=shipped.signal_prior, assignment=True, within_plan=True
+    )
+    a = play_markets(cfg, 4, range(200), plain, Truthful())
+    b = play_markets(cfg, 4, range(200), within, Truthful())
+    assert not np.array_equal(a["profit"], b["profit"])
+    assert (
+        plain.decide(BatchedMarket(generate_batch(cfg, 4, range(2))).seller_observation()).choice
+        is None
+    )
+    assert check_seller(lambda seed: RLSeller(shipped.net, seed=seed, within_plan=True)) == []
+
+    back = checkpoint.load(checkpoint.save(tmp_path / "ck", within, name="within"))
+    assert back.within_plan is True and back.assignment is True
+    saved = checkpoint.save(tmp_path / "plain", plain, name="plain")
+    assert "within_plan" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
+    assert checkpoint.load(saved).within_plan is False
+    _bad_params_are_checkpoint_errors(tmp_path / "ck", "within_plan", ('"yes"', "1", "null"))
+    with pytest.raises(ValueError, match="within_plan"):
+        RLSeller(within_plan="yes")
+
+    assert "within_plan" not in _tiny(tmp_path).to_dict()  # as records from before it read
+    assert _new_policy(_tiny(tmp_path, within_plan=True)).within_plan is True
+    start = str(checkpoint.save(tmp_path / "ck2", within, name="within"))
+    assert _new_policy(_tiny(tmp_path, init=start)).within_plan is True  # unset: its own
+    assert _new_policy(_tiny(tmp_path, init=start, within_plan=False)).within_plan is False
+    with pytest.raises(ValueError, match="train.within_plan"):
+        _tiny(tmp_path, within_plan="yes")
+    with pytest.raises(ValueError, match="seller-side"):
+        _tiny(tmp_path, "buyer", within_plan=True)
+
+
+def test_planned_matches_give_their_matching_as_pairs():
+    from agents.scripted.matching import PlannedMatches, max_weight_matching
+
+    plan = PlannedMatches()
+    with pytest.raises(RuntimeError, match="pairs first"):
+        plan.matched()
+    rng = np.random.default_rng(0)
+    value = rng.uniform(-2.0, 10.0, (30, 5, 3))
+    value[rng.random(value.shape) < 0.2] = -np.inf
+    stock = rng.integers(0, 3, (30, 3))
+    to, product = plan.pairs(value, stock)
+    got = plan.matched()
+    assert got.shape == (30, 5, 3) and got.dtype == bool
+    for b in range(30):
+        ref = max_weight_matching(value[b], stock[b])
+        assert sum(value[b][tuple(p)] for p in np.argwhere(got[b])) == pytest.approx(
+            sum(value[b][i, j] for i, j in ref)
+        )
+        assert (got[b].sum(axis=0) <= stock[b]).all() and (got[b].sum(axis=1) <= 1).all()
+        if ref:
+            assert got[b, to[b], product[b]]
+
+
 def _bad_params_are_checkpoint_errors(ck: Path, key: str, values: tuple[str, ...]) -> None:
     """Each JSON value in ``values`` written as policy param ``key`` of checkpoint ``ck``
     makes loading it a ``CheckpointError`` that names the param."""
@@ -1500,6 +1596,15 @@ def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
         "experiments/seller_retail12_planned_features.toml",
         {"name": "seller_retail12_planned_features", "family": two},
         base="experiments/seller_retail_planned_features.toml",
+    )
+
+
+def test_the_stage_within_its_plan_changes_only_that():
+    _same_but(
+        "experiments/seller_within_plan.toml",
+        {"name": "seller_within_plan", "within_plan": True},
+        base="seller.toml",
+        planned=True,  # measured after seller.toml planned its matches
     )
 
 

@@ -55,7 +55,14 @@ POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
 }
 _POLICY_KEYS = {"class", "name", "side", "kind", "params", "net"}
 _PARAMS = {
-    "RLSeller": {"offsets", "expert_offsets", "markups", "signal_prior", "assignment"},
+    "RLSeller": {
+        "offsets",
+        "expert_offsets",
+        "markups",
+        "signal_prior",
+        "assignment",
+        "within_plan",
+    },
     "RLBuyer": {"shares"},
     "FixedSizeSeller": {"buyers", "products", "offsets"},
 }

@@ -203,6 +203,9 @@ class TrainConfig:
     """Seller side: play with ``RLSeller.assignment`` (the expert's pick is a max-weight
     assignment's pair). Unset: a ``train.init`` checkpoint's own (off for a fresh
     network); set, it replaces that checkpoint's. The trained checkpoint records it."""
+    within_plan: bool | None = None
+    """Seller side: play with ``RLSeller.within_plan`` (the pair is chosen among those of
+    the market's max-weight matching). Unset and set as ``assignment``."""
     imitate: str = ""
     """Warm start: a registry seller to imitate before PPO ("": none)."""
     imitation_iterations: int = 0
@@ -340,10 +343,12 @@ class TrainConfig:
             raise ValueError("train.prior_feature: a seller-side option")
         if self.signal_prior is not None and self.side != "seller":
             raise ValueError("train.signal_prior: a seller-side option")
-        if self.assignment is not None and not isinstance(self.assignment, bool):
-            raise ValueError(f"train.assignment: expected true or false, got {self.assignment!r}")
-        if self.assignment is not None and self.side != "seller":
-            raise ValueError("train.assignment: a seller-side option")
+        for name in ("assignment", "within_plan"):
+            flag = getattr(self, name)
+            if flag is not None and not isinstance(flag, bool):
+                raise ValueError(f"train.{name}: expected true or false, got {flag!r}")
+            if flag is not None and self.side != "seller":
+                raise ValueError(f"train.{name}: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
         if self.expert_pull not in ("move", "pair"):
@@ -401,7 +406,7 @@ class TrainConfig:
         for newer in ("pooled", "prior_feature", "imitation_spare"):
             if not out[newer]:
                 out.pop(newer)
-        for unset in ("signal_prior", "assignment"):
+        for unset in ("signal_prior", "assignment", "within_plan"):
             if out[unset] is None:
                 out.pop(unset)
         fam = self.family

@@ -138,6 +138,7 @@ class SellerDecision:
     logp: np.ndarray | None  # (B,) log-probability of the choice
     value: np.ndarray | None  # (B,)
     expert_pair: np.ndarray | None  # (B,) the pair the expert would pick (its level: price)
+    choice: np.ndarray | None = None  # (B, N, M) bool, the pairs it chose among (None: open)
 
 
 class RLSeller(SellerPolicy):
@@ -160,11 +161,14 @@ class RLSeller(SellerPolicy):
         signal_prior: float = 0.0,
         prior_feature: bool = False,
         assignment: bool = False,
+        within_plan: bool = False,
     ) -> None:
         if not signal_prior >= 0.0:
             raise ValueError("signal_prior must be >= 0 (0: the signals as they are)")
         if not isinstance(assignment, bool):
             raise ValueError(f"assignment must be true or false, got {assignment!r}")
+        if not isinstance(within_plan, bool):
+            raise ValueError(f"within_plan must be true or false, got {within_plan!r}")
         self.signal_prior = float(signal_prior)
         """Prior spread of tastes behind ``calibrate_signals`` (0: none)."""
         self.assignment = assignment
@@ -172,6 +176,11 @@ class RLSeller(SellerPolicy):
         units in stock offers (``agents.scripted.matching.PlannedMatches``), not the pair
         of the highest expected margin: in the expert's table that pair's expected margin
         is raised to the best one's, so that its features read as the expert's pick."""
+        self.within_plan = within_plan
+        """The pair is chosen among the pairs of the market's max-weight matching (the
+        plan ``assignment`` picks from; among every open pair in a market with no matched
+        pair), while the network still sees every open pair: it chooses whom to ask next
+        and at what price, and the plan says which product."""
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
         self.markups = tuple(float(x) for x in markups)
@@ -214,6 +223,8 @@ class RLSeller(SellerPolicy):
             out["signal_prior"] = self.signal_prior
         if self.assignment:  # likewise
             out["assignment"] = True
+        if self.within_plan:
+            out["within_plan"] = True
         return out
 
     @classmethod
@@ -223,11 +234,13 @@ class RLSeller(SellerPolicy):
         prior = params.pop("signal_prior", 0.0)
         if isinstance(prior, bool) or not isinstance(prior, int | float):
             raise ValueError(f"signal_prior must be a number, got {prior!r}")
-        assignment = params.pop("assignment", False)
-        if not isinstance(assignment, bool):
-            raise ValueError(f"assignment must be true or false, got {assignment!r}")
+        flags = {}
+        for name in ("assignment", "within_plan"):
+            flags[name] = params.pop(name, False)
+            if not isinstance(flags[name], bool):
+                raise ValueError(f"{name} must be true or false, got {flags[name]!r}")
         out = {**_float_tuples(params), **({"signal_prior": float(prior)} if prior else {})}
-        return {**out, **({"assignment": True} if assignment else {})}
+        return {**out, **{k: True for k, on in flags.items() if on}}
 
     @property
     def expert_level(self) -> int:
@@ -261,8 +274,10 @@ class RLSeller(SellerPolicy):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
-        if self.assignment:
-            self._table = _assigned_table(self._table, self._plan.pairs(self._table[0], obs.stock))
+        if self.assignment or self.within_plan:
+            pick = self._plan.pairs(self._table[0], obs.stock)
+            if self.assignment:
+                self._table = _assigned_table(self._table, pick)
         threads = torch.get_num_threads()
         x = seller_features(
             obs, self._mem, self._table, threads=threads, pooled=self.pooled, factor=factor
@@ -271,11 +286,17 @@ class RLSeller(SellerPolicy):
         live = open_.any(axis=(1, 2))
         # Ended markets have no open pair; any pair will do for their ignored message.
         open_net = open_ | ~live[:, None, None]
+        choice = None
+        if self.within_plan:
+            choice = self._plan.matched() & open_
+            choice |= open_net & ~choice.any(axis=(1, 2))[:, None, None]
         sample = (not self.greedy) if sample is None else sample
         with torch.inference_mode():
             logits, h, value = self.net(
                 *(_t(a, self.net) for a in x.arrays()), _t(open_net, self.net), value=record
             )
+            if choice is not None:
+                logits = _within(logits, _t(choice, self.net))
             pair = _pick(logits, self._u(obs, _PAIR) if sample else None)
             to, product = pair // m, pair % m
             level_ok = self._level_ok(obs, to, product)
@@ -294,6 +315,7 @@ class RLSeller(SellerPolicy):
             logp=logp,
             value=value.cpu().numpy() if record else None,
             expert_pair=np.argmax(self._table[0].reshape(b, n * m), axis=1) if record else None,
+            choice=choice,
         )
 
     def _u(self, obs: SellerObs, stream: int) -> np.ndarray:
@@ -334,10 +356,12 @@ class RLSeller(SellerPolicy):
             p[take] = _at_most(bid[take], obs)
         return np.where(np.isfinite(p), p, lo)
 
-    def evaluate(self, x, open_, pair, level, level_ok) -> tuple[torch.Tensor, ...]:
+    def evaluate(self, x, open_, pair, level, level_ok, choice=None) -> tuple[torch.Tensor, ...]:
         """Log-probabilities, entropies and values of stored decisions, with gradients;
-        ``x`` the four feature tensors."""
+        ``x`` the four feature tensors; ``choice`` the pairs chosen among (None: open)."""
         logits, h, value = self.net(*x, open_)
+        if choice is not None:
+            logits = _within(logits, choice)
         plog = self.net.price_logits(h[torch.arange(open_.shape[0]), pair], level_ok)
         logp = _logp(logits, pair) + _logp(plog, level)
         return logp, entropy(logits) + entropy(plog), value, logits, plog
@@ -506,6 +530,11 @@ class RLBuyer(BuyerPolicy):
 
 
 __all__ = ["RLSeller", "RLBuyer", "PRICE_OFFSETS", "BID_SHARES", "ACCEPT"]
+
+
+def _within(logits: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
+    """Pair logits (B, N*M) with the pairs outside ``choice`` (B, N, M) excluded."""
+    return logits.masked_fill(~choice.reshape(logits.shape), float("-inf"))
 
 
 def _assigned_table(table: tuple[np.ndarray, np.ndarray], pick: tuple[np.ndarray, np.ndarray]):

@@ -167,6 +167,8 @@ def seller_rollout(
             ("expert_pair", d.expert_pair),
         ):
             cols[k].append(a)
+        if d.choice is not None:
+            cols.setdefault("choice", []).append(d.choice)
         if step.done.any():
             policy.restart(step.done)
             episodes.append(step.info["episodes"])
@@ -533,6 +535,7 @@ def ppo_update(
                     data["pair"][idx],
                     data["level"][idx],
                     data["level_ok"][idx],
+                    data["choice"][idx] if "choice" in data else None,
                 )
                 if expert_coef > 0:
                     expert = _expert_nll(policy, logits, plog, data, idx, cfg.expert_pull)
@@ -762,6 +765,8 @@ def _new_policy(cfg: TrainConfig):
             policy.signal_prior = float(cfg.signal_prior)
         if cfg.side == "seller" and cfg.assignment is not None:
             policy.assignment = cfg.assignment
+        if cfg.side == "seller" and cfg.within_plan is not None:
+            policy.within_plan = cfg.within_plan
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
@@ -776,6 +781,7 @@ def _new_policy(cfg: TrainConfig):
             signal_prior=cfg.signal_prior or 0.0,
             prior_feature=cfg.prior_feature,
             assignment=bool(cfg.assignment),
+            within_plan=bool(cfg.within_plan),
         )
     mode = "learned" if cfg.learned_disclosure else "never"
     return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)

@@ -94,6 +94,17 @@ class PlannedMatches:
         if self._match is not None:
             self._stale[rows] = True
 
+    def matched(self) -> np.ndarray:
+        """(B, N, M) bool: the pairs of each market's matching as the last ``pairs`` left
+        it (none before the first call)."""
+        if self._match is None:
+            raise RuntimeError("PlannedMatches.matched: no matching yet (call pairs first)")
+        b, n = self._match.shape
+        out = np.zeros((b, n, self._prices.shape[1]), bool)
+        rows, buyers = np.nonzero(self._match >= 0)
+        out[rows, buyers, self._match[rows, buyers]] = True
+        return out
+
     def pairs(self, value: np.ndarray, stock: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(B,) buyer and product per market: of its max-weight matching, the pair worth
         the most (ties: lowest buyer); markets with no matched pair get the highest-value

@@ -92,6 +92,10 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     lower = [
         [float(r[k].split("[")[1].split(",")[0]) for k in earlier] for r in tables["profit"]["rows"]
     ]
+    verdict = header.index("beats all but assignment_matcher")
+    assert [r[verdict] for r in tables["profit"]["rows"]] == [
+        "yes" if all(x > 0 for x in row) else "NO" for row in lower
+    ]
     above = sum(all(x > 0 for x in row) for row in lower)
     assert above >= yes
     assert (

@@ -367,14 +367,8 @@ def test_the_assignment_option_makes_the_assignments_pick_the_experts_and_is_rec
     assert not np.array_equal(a["profit"], b["profit"])
     assert check_seller(lambda seed: RLSeller(shipped.net, seed=seed, assignment=True)) == []
 
-    back = checkpoint.load(checkpoint.save(tmp_path / "ck", planned, name="planned"))
-    assert back.assignment is True and back.signal_prior == shipped.signal_prior
-    saved = checkpoint.save(tmp_path / "plain", plain, name="plain")
-    assert "assignment" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
-    assert checkpoint.load(saved).assignment is False
-    _bad_params_are_checkpoint_errors(tmp_path / "ck", "assignment", ('"yes"', "1", "null"))
-    with pytest.raises(ValueError, match="assignment"):
-        RLSeller(assignment="yes")
+    back = _a_flag_goes_through_checkpoints(tmp_path, "assignment", planned, plain)
+    assert back.signal_prior == shipped.signal_prior
 
 
 def test_train_assignment_sets_the_option_on_fresh_and_checkpoint_starts(tmp_path):
@@ -448,14 +442,8 @@ def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_cho
     )
     assert check_seller(lambda seed: RLSeller(shipped.net, seed=seed, within_plan=True)) == []
 
-    back = checkpoint.load(checkpoint.save(tmp_path / "ck", within, name="within"))
-    assert back.within_plan is True and back.assignment is True
-    saved = checkpoint.save(tmp_path / "plain", plain, name="plain")
-    assert "within_plan" not in json.loads((saved / "config.json").read_text())["policy"]["params"]
-    assert checkpoint.load(saved).within_plan is False
-    _bad_params_are_checkpoint_errors(tmp_path / "ck", "within_plan", ('"yes"', "1", "null"))
-    with pytest.raises(ValueError, match="within_plan"):
-        RLSeller(within_plan="yes")
+    back = _a_flag_goes_through_checkpoints(tmp_path, "within_plan", within, plain)
+    assert back.assignment is True
 
     assert "within_plan" not in _tiny(tmp_path).to_dict()  # as records from before it read
     assert _new_policy(_tiny(tmp_path, within_plan=True)).within_plan is True
@@ -489,6 +477,21 @@ def test_planned_matches_give_their_matching_as_pairs():
         assert (got[b].sum(axis=0) <= stock[b]).all() and (got[b].sum(axis=1) <= 1).all()
         if ref:
             assert got[b, to[b], product[b]]
+
+
+def _a_flag_goes_through_checkpoints(tmp_path, flag: str, on: RLSeller, off: RLSeller):
+    """Seller option ``flag`` (true in ``on``, false in ``off``) goes through a checkpoint
+    (written only when true, so that older records read as they were); a non-boolean is
+    a clear error, from a checkpoint or from the constructor. Returns ``on`` loaded back."""
+    back = checkpoint.load(checkpoint.save(tmp_path / "ck", on, name="on"))
+    assert getattr(back, flag) is True
+    saved = checkpoint.save(tmp_path / "off", off, name="off")
+    assert flag not in json.loads((saved / "config.json").read_text())["policy"]["params"]
+    assert getattr(checkpoint.load(saved), flag) is False
+    _bad_params_are_checkpoint_errors(tmp_path / "ck", flag, ('"yes"', "1", "null"))
+    with pytest.raises(ValueError, match=flag):
+        RLSeller(**{flag: "yes"})
+    return back
 
 
 def _bad_params_are_checkpoint_errors(ck: Path, key: str, values: tuple[str, ...]) -> None:

@@ -258,6 +258,43 @@ def test_a_pooled_seller_keeps_its_features_through_checkpoints_and_training(tmp
     _a_feature_option_trains_and_refuses_other_starts(tmp_path, "pooled")
 
 
+def test_a_seller_that_sees_its_plan_reads_the_matching_as_its_last_pair_feature(tmp_path):
+    """``plan_feature``: one more pair feature, 1 exactly on the pairs of the market's
+    planned matching; the rest of the features are those of the seller without it; the
+    checkpoint keeps it, and older checkpoints read as without it."""
+    from agents.rl.features import SELLER_FEATURES, SellerFeatures
+
+    torch.manual_seed(0)
+    seller = RLSeller(hidden=16, plan_feature=True, assignment=True)
+    assert seller.plan_feature and seller.net.cfg.features == (
+        SellerFeatures.PAIR + 1,
+        *SELLER_FEATURES[1:],
+    )
+    assert not _seller().plan_feature
+    plain = RLSeller(hidden=16, assignment=True)
+    cfg = dataclasses.replace(SMALL, buyers=6, products=3, turns=8)
+    engine = BatchedMarket(generate_batch(cfg, 2, range(30)))
+    seller.reset(30)
+    plain.reset(30)
+    seen = 0
+    while not engine.all_done:
+        obs = engine.seller_observation()
+        d = seller.decide(obs, record=True)
+        ref = plain.decide(obs, record=True)
+        np.testing.assert_array_equal(d.features.pair[..., :-1], ref.features.pair)
+        plan = d.features.pair[..., -1]
+        np.testing.assert_array_equal(plan, seller._plan.matched())
+        seen += int(plan.sum())
+        prompt = engine.offer(ref.action.to, ref.action.product, ref.action.price)
+        if prompt is not None:
+            dec = Truthful().act(prompt)
+            engine.answer(dec.decision, dec.product, dec.price)
+    assert seen > 0
+    assert check_seller(lambda seed: RLSeller(seller.net, seed=seed, greedy=False)) == []
+    assert checkpoint.load(checkpoint.save(tmp_path / "ck", seller, name="plan")).plan_feature
+    _a_feature_option_trains_and_refuses_other_starts(tmp_path, "plan_feature", assignment=True)
+
+
 def _a_feature_option_trains_and_refuses_other_starts(tmp_path, option: str, **extra) -> None:
     """A seller option that adds features (``train.pooled``, ``train.prior_feature``): it
     trains, the checkpoint keeps it, configs record it only when set (as the shipped
@@ -1046,16 +1083,17 @@ def test_the_warm_start_teacher_plays_with_the_patience_and_spare_of_the_config(
     assert (imitation_teacher(plain).patience, imitation_teacher(plain).spare) == (0.0, 0.0)
 
 
-def _stage_3_from_stages(name: str, suffix: str, planned: bool = False) -> None:
+def _stage_3_from_stages(name: str, suffix: str, planned: bool = False, **changed) -> None:
     """experiments/NAME.toml is the shipped stage 3 (seller.toml) started from
     seller_joint_SUFFIX, with seller_retail_SUFFIX and seller_joint_SUFFIX as its retail
-    and wholesale teachers (where their commands write them)."""
+    and wholesale teachers (where their commands write them), and ``changed``."""
     runs = Path("runs").resolve()
     joint = runs / f"seller_joint_{suffix}"
     _same_but(
         f"experiments/{name}.toml",
         {"name": name, "init": joint,
-         "teachers": (("retail", runs / f"seller_retail_{suffix}"), ("wholesale", joint))},
+         "teachers": (("retail", runs / f"seller_retail_{suffix}"), ("wholesale", joint)),
+         **changed},
         base="seller.toml", planned=planned,
     )  # fmt: skip
 
@@ -1648,6 +1686,13 @@ def test_the_stages_trained_with_planned_matches_change_only_that():
                       ("wholesale", stages / "rl_seller_joint"))},
         base="seller.toml", planned=True,
     )  # fmt: skip
+
+
+def test_the_stages_that_see_their_plan_change_only_that():
+    """Stages 1 and 2 trained with planned matches and the plan as a feature; stage 3
+    from them, with the feature."""
+    _stages_1_and_2_change_only({"assignment": True, "plan_feature": True}, "plan_feature")
+    _stage_3_from_stages("seller_plan_feature", "plan_feature", planned=True, plan_feature=True)
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

@@ -194,6 +194,10 @@ class TrainConfig:
     """Seller side: the network also sees the factor ``calibrate_signals`` shrinks the
     market's signals by (``agents.rl.features.SellerFeatures.PRIOR``); a ``train.init``
     checkpoint and every teacher must see the same features."""
+    plan_feature: bool = False
+    """Seller side: the network also sees which pairs its planned matching holds
+    (``agents.rl.features.SellerFeatures.PLAN``); a ``train.init`` checkpoint and every
+    teacher must see the same features."""
     signal_prior: float | None = None
     """Seller side: read the signals through ``agents.rl.features.calibrate_signals`` with
     this prior spread of tastes (a fraction of the range width; 0: the raw signals). Unset:
@@ -341,6 +345,8 @@ class TrainConfig:
             raise ValueError("train.pooled: a seller-side option")
         if self.prior_feature and self.side != "seller":
             raise ValueError("train.prior_feature: a seller-side option")
+        if self.plan_feature and self.side != "seller":
+            raise ValueError("train.plan_feature: a seller-side option")
         if self.signal_prior is not None and self.side != "seller":
             raise ValueError("train.signal_prior: a seller-side option")
         for name in ("assignment", "within_plan"):
@@ -403,7 +409,7 @@ class TrainConfig:
         out.pop("source")
         # Fields newer than the first records are left out at their defaults, so that
         # those records still read as they were written.
-        for newer in ("pooled", "prior_feature", "imitation_spare"):
+        for newer in ("pooled", "prior_feature", "plan_feature", "imitation_spare"):
             if not out[newer]:
                 out.pop(newer)
         for unset in ("signal_prior", "assignment", "within_plan"):

@@ -114,6 +114,11 @@ class SellerFeatures:
     network can tell a market whose signals are noisy from one whose signals are exact
     once both have been calibrated."""
 
+    PLAN = 1
+    """The last pair feature, for sellers built with ``plan_feature``: whether the pair is
+    one of the market's planned matching (``agents.scripted.matching.PlannedMatches``),
+    so that the network sees the whole plan, not only its pick."""
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.pair, self.buyer, self.product, self.market
 
@@ -132,11 +137,14 @@ SELLER_FEATURES_POOLED = SELLER_FEATURES[:3] + (SellerFeatures.MARKET + SellerFe
 """``SELLER_FEATURES`` with the pooled answers (``seller_features(..., pooled=True)``)."""
 
 
-def seller_feature_counts(pooled: bool = False, prior: bool = False) -> tuple[int, ...]:
-    """The feature counts of a seller that sees the pooled answers and/or the shrink
-    factor (``SellerFeatures.POOLED``, ``SellerFeatures.PRIOR``)."""
+def seller_feature_counts(
+    pooled: bool = False, prior: bool = False, plan: bool = False
+) -> tuple[int, ...]:
+    """The feature counts of a seller that sees the pooled answers, the shrink factor
+    and/or its plan (``SellerFeatures.POOLED``, ``SellerFeatures.PRIOR``,
+    ``SellerFeatures.PLAN``)."""
     market = SellerFeatures.MARKET + SellerFeatures.POOLED * pooled + SellerFeatures.PRIOR * prior
-    return SELLER_FEATURES[:3] + (market,)
+    return (SellerFeatures.PAIR + SellerFeatures.PLAN * plan, *SELLER_FEATURES[1:3], market)
 
 
 def calibrate_signals(obs: SellerObs, prior: float, factor: np.ndarray | None = None) -> SellerObs:
@@ -197,11 +205,13 @@ def seller_features(
     threads: int = 1,
     pooled: bool = False,
     factor: np.ndarray | None = None,
+    plan: np.ndarray | None = None,
 ) -> SellerFeatures:
     """Every feature of every pair, buyer, product and market (all finite). ``expert``:
     an expert's (B, N, M) expected margins (-inf where not open) and prices. ``pooled``
     adds the ``SellerFeatures.POOLED`` market features after the others; ``factor`` (B,),
-    the last one (``SellerFeatures.PRIOR``).
+    the last one (``SellerFeatures.PRIOR``); ``plan`` (B, N, M) bool, the last pair
+    feature (``SellerFeatures.PLAN``).
 
     ``threads`` > 1 shares the markets among up to that many threads (numpy lets go of
     the interpreter in its loops, so they run side by side): each market's features are
@@ -211,7 +221,7 @@ def seller_features(
         *(
             np.empty(shape, np.float32)
             for shape in (
-                (b, n, m, SellerFeatures.PAIR),
+                (b, n, m, SellerFeatures.PAIR + SellerFeatures.PLAN * (plan is not None)),
                 (b, n, SellerFeatures.BUYER),
                 (b, m, SellerFeatures.PRODUCT),
                 (
@@ -225,6 +235,8 @@ def seller_features(
     )
     if factor is not None:  # the last market feature (``SellerFeatures.PRIOR``)
         out.market[:, -1] = factor
+    if plan is not None:  # the last pair feature (``SellerFeatures.PLAN``)
+        out.pair[..., -1] = plan
 
     def part(rows: slice) -> None:
         table = (expert[0][rows], expert[1][rows])

@@ -40,6 +40,7 @@ up to its own value, never above it.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,6 +163,7 @@ class RLSeller(SellerPolicy):
         prior_feature: bool = False,
         assignment: bool = False,
         within_plan: bool = False,
+        plan_feature: bool = False,
     ) -> None:
         if not signal_prior >= 0.0:
             raise ValueError("signal_prior must be >= 0 (0: the signals as they are)")
@@ -189,16 +191,16 @@ class RLSeller(SellerPolicy):
         if not self.expert_offsets or self.expert_offsets[0] != 0.0:
             raise ValueError("expert_offsets must start with 0.0 (the expert's own price)")
         if net is None:
-            features = seller_feature_counts(pooled, prior_feature)
+            features = seller_feature_counts(pooled, prior_feature, plan_feature)
             net = SellerNet(SellerNetConfig(features, self.levels, hidden, film))
-        kinds = {seller_feature_counts(p, f): (p, f) for p in (False, True) for f in (False, True)}
+        kinds = {seller_feature_counts(*k): k for k in itertools.product((False, True), repeat=3)}
         if net.cfg.levels != self.levels or net.cfg.features not in kinds:
             raise ValueError("the network's levels or features do not fit this policy")
         self.net = net
-        self.pooled, self.prior_feature = kinds[net.cfg.features]
-        """Whether it sees the pooled answers (``SellerFeatures.POOLED``) and the shrink
-        factor of its signals (``SellerFeatures.PRIOR``): the network's feature counts say
-        so."""
+        self.pooled, self.prior_feature, self.plan_feature = kinds[net.cfg.features]
+        """Whether it sees the pooled answers (``SellerFeatures.POOLED``), the shrink
+        factor of its signals (``SellerFeatures.PRIOR``) and its planned matching
+        (``SellerFeatures.PLAN``): the network's feature counts say so."""
         self.seed = int(seed)
         self.greedy = greedy
         self._mem: SellerMemory | None = None
@@ -274,13 +276,19 @@ class RLSeller(SellerPolicy):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
-        if self.assignment or self.within_plan:
+        if self.assignment or self.within_plan or self.plan_feature:
             pick = self._plan.pairs(self._table[0], obs.stock)
             if self.assignment:
                 self._table = _assigned_table(self._table, pick)
         threads = torch.get_num_threads()
         x = seller_features(
-            obs, self._mem, self._table, threads=threads, pooled=self.pooled, factor=factor
+            obs,
+            self._mem,
+            self._table,
+            threads=threads,
+            pooled=self.pooled,
+            factor=factor,
+            plan=self._plan.matched() if self.plan_feature else None,
         )
         open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
         live = open_.any(axis=(1, 2))

@@ -751,16 +751,12 @@ def _new_policy(cfg: TrainConfig):
         want = RLSeller if cfg.side == "seller" else RLBuyer
         if not isinstance(policy, want):
             raise TrainError(f"train.init: {cfg.init} is not a {cfg.side} checkpoint")
-        if cfg.side == "seller" and policy.pooled != cfg.pooled:
-            raise TrainError(
-                f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
-                f"train.pooled = {str(cfg.pooled).lower()} asks for the other kind"
-            )
-        if cfg.side == "seller" and policy.prior_feature != cfg.prior_feature:
-            raise TrainError(
-                f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
-                f"train.prior_feature = {str(cfg.prior_feature).lower()} asks for the other kind"
-            )
+        for flag in ("pooled", "prior_feature", "plan_feature"):
+            if cfg.side == "seller" and getattr(policy, flag) != getattr(cfg, flag):
+                raise TrainError(
+                    f"train.init: {cfg.init} sees features {policy.net.cfg.features}, "
+                    f"train.{flag} = {str(getattr(cfg, flag)).lower()} asks for the other kind"
+                )
         if cfg.side == "seller" and cfg.signal_prior is not None:
             policy.signal_prior = float(cfg.signal_prior)
         if cfg.side == "seller" and cfg.assignment is not None:
@@ -780,6 +776,7 @@ def _new_policy(cfg: TrainConfig):
             pooled=cfg.pooled,
             signal_prior=cfg.signal_prior or 0.0,
             prior_feature=cfg.prior_feature,
+            plan_feature=cfg.plan_feature,
             assignment=bool(cfg.assignment),
             within_plan=bool(cfg.within_plan),
         )

@@ -38,7 +38,7 @@ from agents.evaluate import mean_ci  # noqa: E402
 from agents.population import Population  # noqa: E402
 from agents.rollout import play_batch  # noqa: E402
 from arena.generator import MarketBatch, generate_batch  # noqa: E402
-from benchmarks.generalization import CONFIGS, SEED  # noqa: E402
+from benchmarks.generalization import CONFIGS, SEED, chosen_configs  # noqa: E402
 
 
 def buyers(crowd: str, newcomer: str, n: int) -> Population:
@@ -131,15 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     args = ap.parse_args(argv)
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     try:  # every entry builds before anything is played
         if len(set(args.buyers)) < 2:
             raise ValueError("name two buyers at least")
         if args.markets < 2:
             raise ValueError("--markets: 2 at least")
-        unknown = [c for c in configs if c not in CONFIGS]
-        if unknown or not configs:
-            raise ValueError(f"--configs: known are {', '.join(CONFIGS)}")
+        configs = chosen_configs(args.configs)
         registry.make(args.seller, "seller", seed=0)
         for name in args.buyers:
             registry.make(name, "buyer", seed=0)

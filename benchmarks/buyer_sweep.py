@@ -35,7 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents import registry  # noqa: E402
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
-from benchmarks.generalization import CONFIGS, SCRIPTED_BUYERS, SEED  # noqa: E402
+from benchmarks.generalization import (  # noqa: E402
+    CONFIGS,
+    SCRIPTED_BUYERS,
+    SEED,
+    chosen_configs,
+)
 
 GRID: tuple[tuple[str, dict], ...] = (
     *(("threshold", {"margin": m}) for m in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)),
@@ -102,15 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=3, help="best settings shown per config")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     args = ap.parse_args(argv)
-    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     try:  # every entry builds before anything is played
         if args.markets < 2:
             raise ValueError("--markets: 2 at least")
         if args.top < 1:
             raise ValueError("--top: 1 at least")
-        unknown = [c for c in configs if c not in CONFIGS]
-        if unknown or not configs:
-            raise ValueError(f"--configs: known are {', '.join(CONFIGS)}")
+        configs = chosen_configs(args.configs)
         registry.make(args.seller, "seller", seed=0)
     except (KeyError, ValueError) as err:
         print(f"benchmarks/buyer_sweep.py: error: {err}", file=sys.stderr)

@@ -1693,6 +1693,18 @@ def test_the_stages_that_see_their_plan_change_only_that():
     from them, with the feature."""
     _stages_1_and_2_change_only({"assignment": True, "plan_feature": True}, "plan_feature")
     _stage_3_from_stages("seller_plan_feature", "plan_feature", planned=True, plan_feature=True)
+    name = "seller_plan_feature_from_retail"
+    runs = Path("runs").resolve()  # where the stage commands write (train them first)
+    _same_but(
+        f"experiments/{name}.toml",
+        {"name": name, "init": runs / "seller_retail_plan_feature"},
+        base="experiments/seller_plan_feature.toml",
+    )
+    _same_but(
+        f"experiments/{name}_pull10.toml",
+        {"name": f"{name}_pull10", "teacher_coef": 1.0},
+        base=f"experiments/{name}.toml",
+    )
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

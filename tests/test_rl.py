@@ -1528,6 +1528,37 @@ def test_a_seller_is_pulled_toward_the_teacher_of_its_batchs_config_only(tmp_pat
         train(cfg, tmp_path / "moved", resume=True, progress=False)
 
 
+def test_per_teacher_weights_replace_the_common_one_for_their_config(tmp_path):
+    """``train.teacher_coefs``: a teacher named there pulls by its own weight (0: not at
+    all, so the run is the run without it); the others keep ``teacher_coef``; configs
+    record the weights only when set; bad entries are one clear error."""
+    a = _teacher(tmp_path / "a", 1)
+    base = dict(iterations=3, checkpoint_every=0, teachers={"small": str(a)})
+
+    def weights(name: str, **kw) -> dict:
+        run = train(_tiny(tmp_path, **kw), tmp_path / name, progress=False)
+        return load_file(str(run / "model.safetensors"))
+
+    alone = weights("alone", iterations=3, checkpoint_every=0)
+    off = weights("off", teacher_coef=0.2, teacher_coefs={"small": 0.0}, **base)
+    common = weights("common", teacher_coef=0.2, **base)
+    own = weights("own", teacher_coef=0.2, teacher_coefs={"small": 2.0}, **base)
+    assert all(torch.equal(alone[k], off[k]) for k in alone)
+    assert not all(torch.equal(common[k], own[k]) for k in common)
+    assert not all(torch.equal(common[k], alone[k]) for k in common)
+    cfg = _tiny(tmp_path, teacher_coef=0.2, teacher_coefs={"small": 2.0}, **base)
+    assert cfg.teacher_weight("small") == 2.0 and cfg.to_dict()["teacher_coefs"] == {"small": 2.0}
+    assert "teacher_coefs" not in _tiny(tmp_path, teacher_coef=0.2, **base).to_dict()
+    for coefs, words in (
+        ({"elsewhere": 0.1}, "'elsewhere' has no teacher"),
+        ({"small": -1.0}, "teacher_coefs.small: expected a number >= 0"),
+        ({"small": True}, "teacher_coefs.small: expected a number >= 0"),
+        ("0.1", "write teacher_coefs"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            _tiny(tmp_path, teacher_coef=0.2, teacher_coefs=coefs, **base)
+
+
 def test_teachers_that_cannot_teach_are_one_error(tmp_path):
     buyer = checkpoint.save(tmp_path / "buyer", RLBuyer(hidden=16), name="b")
     coarse = RLSeller(hidden=16, offsets=(0.0, 0.1))  # fewer price levels than the learner
@@ -1705,6 +1736,21 @@ def test_the_stages_that_see_their_plan_change_only_that():
         {"name": f"{name}_pull10", "teacher_coef": 1.0},
         base=f"experiments/{name}.toml",
     )
+    _same_but(
+        "experiments/seller_plan_feature_retail_only.toml",
+        {"name": "seller_plan_feature_retail_only", "iterations": 200,
+         "teachers": (("retail", runs / "seller_retail_plan_feature"),)},
+        base=f"experiments/{name}.toml",
+    )  # fmt: skip
+    for coef in ("05", "02"):
+        _same_but(
+            f"experiments/seller_plan_feature_wteacher{coef}.toml",
+            {"name": f"seller_plan_feature_wteacher{coef}",
+             "teachers": (("retail", runs / "seller_retail_plan_feature"),
+                          ("wholesale", runs / "seller_joint_plan_feature")),
+             "teacher_coefs": (("wholesale", float(f"0.{coef}")),)},
+            base="experiments/seller_plan_feature_retail_only.toml",
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

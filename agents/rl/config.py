@@ -255,6 +255,9 @@ class TrainConfig:
     on its own configs. Teachers must see the same features as the learner."""
     teacher_coef: float = 0.0
     """Weight of the KL divergence to the batch's teacher (``teachers``)."""
+    teacher_coefs: tuple[tuple[str, float], ...] = ()
+    """Seller side: per-teacher weights instead of ``teacher_coef``, written
+    ``teacher_coefs = { wholesale = 0.05 }`` (teachers not named keep ``teacher_coef``)."""
     team_return: bool = False
     """Buyer side, a study option that the shipped buyers never use: every decision's
     return is the mean, over its market's buyers, of their surplus from then on (a pooled
@@ -396,6 +399,27 @@ class TrainConfig:
             raise ValueError("train.teachers and train.teacher_coef > 0 go together")
         if pairs and self.ref_coef:
             raise ValueError("train.teachers: not together with train.ref_coef")
+        coefs = self.teacher_coefs
+        if isinstance(coefs, dict):
+            coefs = coefs.items()
+        try:
+            coefs = tuple(sorted((str(k), v) for k, v in coefs))
+        except (TypeError, ValueError):
+            raise ValueError(
+                "train.teacher_coefs: write teacher_coefs = { CONFIG = 0.1, ... }"
+            ) from None
+        for name, coef in coefs:
+            if name not in dict(pairs):
+                raise ValueError(f"train.teacher_coefs: {name!r} has no teacher (train.teachers)")
+            if isinstance(coef, bool) or not isinstance(coef, int | float) or not coef >= 0:
+                raise ValueError(
+                    f"train.teacher_coefs.{name}: expected a number >= 0, got {coef!r}"
+                )
+        object.__setattr__(self, "teacher_coefs", tuple((k, float(v)) for k, v in coefs))
+
+    def teacher_weight(self, config: str) -> float:
+        """The weight of the KL divergence to ``config``'s teacher."""
+        return dict(self.teacher_coefs).get(config, self.teacher_coef)
 
     def resolve(self, path: str) -> str:
         """A path from the file, relative to the file's folder (registry names pass)."""
@@ -412,6 +436,10 @@ class TrainConfig:
         for newer in ("pooled", "prior_feature", "plan_feature", "imitation_spare"):
             if not out[newer]:
                 out.pop(newer)
+        if self.teacher_coefs:
+            out["teacher_coefs"] = dict(self.teacher_coefs)
+        else:
+            out.pop("teacher_coefs")
         for unset in ("signal_prior", "assignment", "within_plan"):
             if out[unset] is None:
                 out.pop(unset)

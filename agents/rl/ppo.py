@@ -919,7 +919,7 @@ def train(
         ref_coef = None
         if base in teachers:
             data.update(reference_logp(teachers[base].to(device), data))
-            ref_coef = cfg.teacher_coef
+            ref_coef = cfg.teacher_weight(base)
         upd = ppo_update(
             policy, optimizer, data, cfg, ent_coef, _torch_generator(rng), pull, ref_coef
         )

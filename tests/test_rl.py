@@ -1742,7 +1742,7 @@ def test_the_stages_that_see_their_plan_change_only_that():
          "teachers": (("retail", runs / "seller_retail_plan_feature"),)},
         base=f"experiments/{name}.toml",
     )  # fmt: skip
-    for coef in ("05", "02"):
+    for coef in ("02", "05", "10", "20"):
         _same_but(
             f"experiments/seller_plan_feature_wteacher{coef}.toml",
             {"name": f"seller_plan_feature_wteacher{coef}",

@@ -1751,6 +1751,14 @@ def test_the_stages_that_see_their_plan_change_only_that():
              "teacher_coefs": (("wholesale", float(f"0.{coef}")),)},
             base="experiments/seller_plan_feature_retail_only.toml",
         )  # fmt: skip
+    _same_but(
+        "experiments/seller_plan_feature_wteacher20_seed1.toml",
+        {"name": "seller_plan_feature_wteacher20_seed1", "seed": 1,
+         "init": runs / "seller_retail_plan_feature_seed1",
+         "teachers": (("retail", runs / "seller_retail_plan_feature_seed1"),
+                      ("wholesale", runs / "seller_joint_plan_feature_seed1"))},
+        base="experiments/seller_plan_feature_wteacher20.toml",
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

@@ -380,13 +380,7 @@ class TrainConfig:
             raise ValueError("train.ref_coef: needs a warm start (imitate, imitation_iterations)")
 
     def _check_teachers(self, names: list[str]) -> None:
-        teachers = self.teachers
-        if isinstance(teachers, dict):
-            teachers = teachers.items()
-        try:
-            pairs = tuple(sorted((str(k), v) for k, v in teachers))
-        except (TypeError, ValueError):
-            raise ValueError('train.teachers: write teachers = { CONFIG = "DIR", ... }') from None
+        pairs = _table(self.teachers, 'train.teachers: write teachers = { CONFIG = "DIR", ... }')
         for name, path in pairs:
             if not isinstance(path, str) or not path:
                 raise ValueError(f"train.teachers.{name}: expected a checkpoint directory")
@@ -399,15 +393,9 @@ class TrainConfig:
             raise ValueError("train.teachers and train.teacher_coef > 0 go together")
         if pairs and self.ref_coef:
             raise ValueError("train.teachers: not together with train.ref_coef")
-        coefs = self.teacher_coefs
-        if isinstance(coefs, dict):
-            coefs = coefs.items()
-        try:
-            coefs = tuple(sorted((str(k), v) for k, v in coefs))
-        except (TypeError, ValueError):
-            raise ValueError(
-                "train.teacher_coefs: write teacher_coefs = { CONFIG = 0.1, ... }"
-            ) from None
+        coefs = _table(
+            self.teacher_coefs, "train.teacher_coefs: write teacher_coefs = { CONFIG = 0.1, ... }"
+        )
         for name, coef in coefs:
             if name not in dict(pairs):
                 raise ValueError(f"train.teacher_coefs: {name!r} has no teacher (train.teachers)")
@@ -454,6 +442,16 @@ class TrainConfig:
         out["opponents"] = [dataclasses.asdict(o) for o in self.opponents]
         out["teachers"] = dict(self.teachers)
         return out
+
+
+def _table(value, usage: str) -> tuple[tuple[str, Any], ...]:
+    """A TOML table ``{ CONFIG = value, ... }`` (or its pairs) as sorted (name, value)
+    pairs; anything else is a ValueError that says how to write it."""
+    items = value.items() if isinstance(value, dict) else value
+    try:
+        return tuple(sorted((str(k), v) for k, v in items))
+    except (TypeError, ValueError):
+        raise ValueError(usage) from None
 
 
 def load_train_config(path: str, **overrides: Any) -> TrainConfig:

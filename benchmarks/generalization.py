@@ -100,17 +100,6 @@ SELLERS = (
     "random_target",
     "oracle",
 )
-
-
-def chosen_configs(text: str) -> list[str]:
-    """The configs named in a comma-separated ``--configs`` value (a ValueError that names
-    the known ones for an unknown name or none)."""
-    names = [c.strip() for c in text.split(",") if c.strip()]
-    if not names or any(c not in CONFIGS for c in names):
-        raise ValueError(f"--configs: known are {', '.join(CONFIGS)}")
-    return names
-
-
 LATEST = "assignment_matcher"
 """The baseline added last: the targets also count the cells won against the others."""
 MIXED = "human=noisy_human,agent=strategic"
@@ -124,6 +113,15 @@ BUYERS = (
     (MIXED, "mandatory"),
 )
 SCRIPTED_BUYERS = ("truthful", "threshold", "haggler", "noisy_human", "strategic")
+
+
+def chosen_configs(text: str) -> list[str]:
+    """The configs named in a comma-separated ``--configs`` value (a ValueError that names
+    the known ones for an unknown name or none)."""
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names or any(c not in CONFIGS for c in names):
+        raise ValueError(f"--configs: known are {', '.join(CONFIGS)}")
+    return names
 
 
 def _label(buyer: str, rule: str) -> str:

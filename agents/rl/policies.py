@@ -276,10 +276,13 @@ class RLSeller(SellerPolicy):
             self._mem = SellerMemory.empty(b, n, m)
         self._mem.update(obs)
         self._table = self._expert.pair_table(obs, threads=torch.get_num_threads())
+        planned = None  # (B, N, M) the pairs of the kept matching, where it is read
         if self.assignment or self.within_plan or self.plan_feature:
             pick = self._plan.pairs(self._table[0], obs.stock)
             if self.assignment:
                 self._table = _assigned_table(self._table, pick)
+            if self.within_plan or self.plan_feature:
+                planned = self._plan.matched()
         threads = torch.get_num_threads()
         x = seller_features(
             obs,
@@ -288,7 +291,7 @@ class RLSeller(SellerPolicy):
             threads=threads,
             pooled=self.pooled,
             factor=factor,
-            plan=self._plan.matched() if self.plan_feature else None,
+            plan=planned if self.plan_feature else None,
         )
         open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
         live = open_.any(axis=(1, 2))
@@ -296,7 +299,7 @@ class RLSeller(SellerPolicy):
         open_net = open_ | ~live[:, None, None]
         choice = None
         if self.within_plan:
-            choice = self._plan.matched() & open_
+            choice = planned & open_
             choice |= open_net & ~choice.any(axis=(1, 2))[:, None, None]
         sample = (not self.greedy) if sample is None else sample
         with torch.inference_mode():

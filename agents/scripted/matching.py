@@ -96,7 +96,7 @@ class PlannedMatches:
 
     def matched(self) -> np.ndarray:
         """(B, N, M) bool: the pairs of each market's matching as the last ``pairs`` left
-        it (none before the first call)."""
+        it (a RuntimeError before the first call)."""
         if self._match is None:
             raise RuntimeError("PlannedMatches.matched: no matching yet (call pairs first)")
         b, n = self._match.shape

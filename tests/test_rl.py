@@ -309,11 +309,68 @@ def _a_feature_option_trains_and_refuses_other_starts(tmp_path, option: str, **e
     plain = checkpoint.save(tmp_path / "plain", _seller(), name="plain")
     with pytest.raises(TrainError, match=f"train.{option} = true"):
         train(dataclasses.replace(cfg, init=str(plain)), tmp_path / "again", progress=False)
-    with pytest.raises(TrainError, match="sees features"):
-        taught = dataclasses.replace(cfg, teachers=(("small", str(plain)),), teacher_coef=0.2)
+    taught = dataclasses.replace(cfg, teachers=(("small", str(plain)),), teacher_coef=0.2)
+    if option == "plan_feature":  # a teacher without the plan may teach (PlanBlindTeacher)
         train(taught, tmp_path / "t", progress=False)
+    else:
+        with pytest.raises(TrainError, match="sees features"):
+            train(taught, tmp_path / "t", progress=False)
     with pytest.raises(ValueError, match="seller-side"):
         _tiny(tmp_path, "buyer", **{option: True})
+
+
+def test_a_teacher_without_the_plan_reads_the_learners_features_less_the_plan_bit(tmp_path):
+    """A learner with ``plan_feature`` may learn from a teacher trained without it: the
+    teacher's logits are its own on the learner's features less the last pair feature,
+    on every state of a rollout, so the plan bit changes nothing it computes. Any other
+    difference in features is still refused, and a learner without the plan feature is
+    not taught by one with it."""
+    from agents.rl.ppo import (
+        PlanBlindTeacher,
+        TrainError,
+        _load_teachers,
+        reference_logp,
+        seller_rollout,
+    )
+
+    torch.manual_seed(1)
+    learner = RLSeller(hidden=16, plan_feature=True, assignment=True)
+    with torch.no_grad():  # every weight drawn, heads included, so that no logit is flat
+        for p in learner.net.parameters():
+            p.normal_(0.0, 0.5)
+    teacher = _random_net(3)
+    plain = checkpoint.save(tmp_path / "plain", teacher, name="plain")
+    cfg = _tiny(tmp_path, plan_feature=True, assignment=True, teacher_coef=0.2,
+                teachers=(("small", str(plain)),))  # fmt: skip
+    teachers, hashes = _load_teachers(cfg, learner)
+    blind = teachers["small"]
+    assert isinstance(blind, PlanBlindTeacher) and set(hashes) == {"small"}
+    assert not any(p.requires_grad for p in blind.parameters())
+    data = seller_rollout(learner, SMALL, [Truthful()], [1.0], cfg, 4).data
+    assert data["pair_x"][..., -1].sum() > 0  # the plan bit is set somewhere
+    got = reference_logp(blind, data)
+    ref = teacher.net.eval()
+    cut = {**data, "pair_x": data["pair_x"][..., :-1]}
+    want = reference_logp(ref, cut)
+    for k in ("ref_pair", "ref_level"):
+        torch.testing.assert_close(got[k], want[k], rtol=0, atol=0)
+    wrong = reference_logp(ref, {**data, "pair_x": data["pair_x"][..., 1:]})  # another cut
+    assert not torch.equal(wrong["ref_pair"], want["ref_pair"])
+    flipped = {**data, "pair_x": data["pair_x"].clone()}
+    flipped["pair_x"][..., -1] = 1 - flipped["pair_x"][..., -1]
+    torch.testing.assert_close(reference_logp(blind, flipped)["ref_pair"], got["ref_pair"],
+                               rtol=0, atol=0)  # fmt: skip
+    assert not torch.equal(
+        reference_logp(learner.net.eval(), flipped)["ref_pair"],
+        reference_logp(learner.net.eval(), data)["ref_pair"],
+    )  # while a learner that sees the plan reads the bit
+    prior = RLSeller(hidden=16, prior_feature=True)
+    other = checkpoint.save(tmp_path / "prior", prior, name="prior")
+    with pytest.raises(TrainError, match="sees features"):
+        _load_teachers(dataclasses.replace(cfg, teachers=(("small", str(other)),)), learner)
+    planned = checkpoint.save(tmp_path / "planned", learner, name="planned")
+    with pytest.raises(TrainError, match="sees features"):
+        _load_teachers(dataclasses.replace(cfg, teachers=(("small", str(planned)),)), _seller())
 
 
 def test_calibrated_signals_shrink_only_what_spreads_wider_than_tastes():
@@ -1759,6 +1816,19 @@ def test_the_stages_that_see_their_plan_change_only_that():
                       ("wholesale", runs / "seller_joint_plan_feature_seed1"))},
         base="experiments/seller_plan_feature_wteacher20.toml",
     )  # fmt: skip
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    _same_but(  # the shipped stage 1, without the plan feature, teaches wholesale
+        "experiments/seller_plan_feature_shipped_wteacher.toml",
+        {"name": "seller_plan_feature_shipped_wteacher",
+         "teachers": (("retail", runs / "seller_retail_plan_feature"),
+                      ("wholesale", stages / "rl_seller_joint"))},
+        base="experiments/seller_plan_feature_wteacher20.toml",
+    )  # fmt: skip
+    _same_but(
+        "experiments/seller_plan_feature_shipped_wteacher50.toml",
+        {"name": "seller_plan_feature_shipped_wteacher50", "teacher_coefs": (("wholesale", 0.5),)},
+        base="experiments/seller_plan_feature_shipped_wteacher.toml",
+    )
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

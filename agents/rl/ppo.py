@@ -48,6 +48,7 @@ from agents.env import BuyerEnv, SellerEnv
 from agents.evaluate import play_markets
 from agents.rl import checkpoint
 from agents.rl.config import TrainConfig
+from agents.rl.features import SellerFeatures
 from agents.rl.policies import RLBuyer, RLSeller
 from arena.config import MarketConfig
 
@@ -624,10 +625,29 @@ def _load_reference(out: Path, like: nn.Module) -> nn.Module:
     return ref.requires_grad_(False).eval()
 
 
+class PlanBlindTeacher(nn.Module):
+    """A teacher without the plan feature (``train.plan_feature``) for a learner with it:
+    it reads the learner's features less their last pair feature (the plan bit), which
+    are the features it was trained on, so a specialist trained before the option can
+    still teach."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, pair: torch.Tensor, *rest, **kwargs):
+        return self.net(pair[..., : -SellerFeatures.PLAN], *rest, **kwargs)
+
+    def price_logits(self, h_pair: torch.Tensor, level_ok: torch.Tensor) -> torch.Tensor:
+        return self.net.price_logits(h_pair, level_ok)
+
+
 def _load_teachers(cfg: TrainConfig, like: RLSeller) -> tuple[dict[str, nn.Module], dict]:
     """``cfg.teachers``' networks, frozen, by base config, and the SHA-256 of each one's
     weights (a resumed run checks that its teachers are the ones it started with); one
-    error for a checkpoint that is not a seller or sees other features than the learner."""
+    error for a checkpoint that is not a seller or sees other features than the learner.
+    The one difference allowed: a learner with the plan feature may learn from a teacher
+    without it (``PlanBlindTeacher``)."""
     out, hashes = {}, {}
     for name, path in cfg.teachers:
         where = cfg.resolve(path)
@@ -640,12 +660,15 @@ def _load_teachers(cfg: TrainConfig, like: RLSeller) -> tuple[dict[str, nn.Modul
         if not isinstance(teacher, RLSeller):
             raise TrainError(f"train.teachers.{name}: {where} is not a seller checkpoint")
         mine, theirs = like.net.cfg, teacher.net.cfg
-        if (mine.features, mine.levels) != (theirs.features, theirs.levels):
+        blind = like.plan_feature and not teacher.plan_feature
+        seen = (mine.features[0] - SellerFeatures.PLAN, *mine.features[1:]) if blind else None
+        if mine.levels != theirs.levels or theirs.features not in (mine.features, seen):
             raise TrainError(
                 f"train.teachers.{name}: {where} sees features {theirs.features} and "
                 f"{theirs.levels} price levels; the learner {mine.features} and {mine.levels}"
             )
-        out[name] = teacher.net.requires_grad_(False).eval()
+        net = teacher.net.requires_grad_(False).eval()
+        out[name] = PlanBlindTeacher(net) if blind else net
     return out, hashes
 
 

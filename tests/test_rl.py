@@ -1487,6 +1487,72 @@ def test_the_expert_pull_can_be_kept_to_some_base_configs(tmp_path):
         dataclasses.replace(cfg, expert_coef=0.0)
 
 
+def test_one_base_config_may_jitter_its_own_ranges(tmp_path):
+    """``family.config_jitter``: one config's batches draw from their own ranges, field
+    by field; the other configs draw exactly as without it; it is read from TOML, merged
+    through ``extends`` field by field, recorded only where set, and checked."""
+    base = ConfigFamily(
+        configs=(("small", SMALL), ("wide", dataclasses.replace(SMALL, buyers=8))),
+        jitter=(("buyers", (-1.0, 1.0)), ("signal_noise", (0.0, 0.05))),
+    )
+    own = dataclasses.replace(
+        base, config_jitter=(("wide", (("buyers", (2.0, 4.0)), ("turns", (-1.0, 0.0)))),)
+    )
+    assert own.jitter_for("small") == base.jitter
+    assert own.jitter_for("wide") == (
+        ("buyers", (2.0, 4.0)), ("signal_noise", (0.0, 0.05)), ("turns", (-1.0, 0.0))
+    )  # fmt: skip
+    seen = set()
+    for i in range(40):
+        (a, x), (b, y) = (
+            base.sample_named(np.random.default_rng(i)),
+            own.sample_named(np.random.default_rng(i)),
+        )
+        assert a == b
+        seen.add(a)
+        if a == "small":
+            assert x == y  # the same draws, to the bit
+        else:
+            assert 10 <= y.buyers <= 12 and SMALL.turns - 1 <= y.turns <= SMALL.turns
+            assert 7 <= x.buyers <= 9 and x.turns == SMALL.turns
+            assert y.signal_noise == x.signal_noise  # the shared field drew the same
+    assert seen == {"small", "wide"}
+    for bad, words in [
+        ((("retail", (("buyers", (0.0, 1.0)),)),), "not in family.configs"),
+        ((("wide", (("colour", (0.0, 1.0)),)),), "cannot jitter 'colour'"),
+        ((("wide", (("buyers", (2.0, 1.0)),)),), r"config_jitter.wide.buyers: need low <= high"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            dataclasses.replace(base, config_jitter=bad)
+    (tmp_path / "f.toml").write_text(
+        "[[opponents]]\nname = 'truthful'\n[markets.a]\nbuyers = 3\n[markets.z]\nbuyers = 4\n"
+        "[family]\nconfigs = ['a', 'z']\n"
+        "[family.jitter]\nturns = [-1, 1]\nbuyers = [-1, 1]\n"
+        "[family.config_jitter.z]\nbuyers = [0, 3]\nproducts = [0, 1]\n"
+    )
+    fam = load_train_config(str(tmp_path / "f.toml")).family
+    assert fam.config_jitter == (("z", (("buyers", (0.0, 3.0)), ("products", (0.0, 1.0)))),)
+    more = _write(
+        tmp_path / "g.toml", "extends = 'f.toml'\n[family.config_jitter.z]\nbuyers = [1, 2]\n"
+    )
+    cfg = load_train_config(str(more))
+    assert dict(cfg.family.config_jitter)["z"] == (("buyers", (1.0, 2.0)), ("products", (0.0, 1.0)))
+    assert cfg.to_dict()["family"]["config_jitter"] == {
+        "z": {"buyers": [1.0, 2.0], "products": [0.0, 1.0]}
+    }
+    assert (
+        "config_jitter"
+        not in load_train_config("agents/rl/configs/seller.toml").to_dict()["family"]
+    )
+    for text, words in [
+        ("[family.config_jitter]\nz = 3\n", "write FIELD = \\[low, high\\]"),
+        ("[family.config_jitter.z]\nbuyers = ['a', 'b']\n", "write FIELD"),
+        ("[family.config_jitter.y]\nbuyers = [0, 1]\n", "not in family.configs"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            load_train_config(str(_write(tmp_path / "h.toml", "extends = 'f.toml'\n" + text)))
+
+
 def test_the_expert_pull_covers_the_price_level_only_when_asked():
     from types import SimpleNamespace
 

@@ -20,6 +20,9 @@ A file::
     value_correlation = [-0.15, 0.15]
     buyers = [-2, 2]
 
+    [family.config_jitter.retail] # optional: other ranges for one base config's batches
+    buyers = [-2, 6]
+
     [markets.retail]             # the base configs (MarketConfig schema)
     buyers = 8
     ...
@@ -33,11 +36,12 @@ A file may start from another one and name only what differs::
     [train]
     film = true                  # [train] keys override the other file's one by one
 
-``[train]`` and ``[family]`` are merged key by key (``[family.jitter]`` field by field: a
-file that names ``turns = [-4, 2]`` there keeps the other file's configs, rules, price
-scale and other jitter ranges), and each ``[markets.NAME]`` field by field (a new NAME
-adds a config); ``[[opponents]]``, where given, replaces the other file's list. Paths
-taken over from the other file keep pointing where they pointed there.
+``[train]`` and ``[family]`` are merged key by key (``[family.jitter]`` and each
+``[family.config_jitter.NAME]`` field by field: a file that names ``turns = [-4, 2]``
+there keeps the other file's configs, rules, price scale and other jitter ranges), and
+each ``[markets.NAME]`` field by field (a new NAME adds a config); ``[[opponents]]``,
+where given, replaces the other file's list. Paths taken over from the other file keep
+pointing where they pointed there.
 """
 
 from __future__ import annotations
@@ -94,6 +98,11 @@ class ConfigFamily:
     """(field, (low, high)) offsets added per batch."""
     price_scale: tuple[float, float] = (1.0, 1.0)
     """Range of the factor that multiplies the price range (log-uniform)."""
+    config_jitter: tuple[tuple[str, tuple[tuple[str, tuple[float, float]], ...]], ...] = ()
+    """(base config, ((field, (low, high)), ...)): ranges that replace ``jitter``'s for
+    that config's batches, field by field (a field ``jitter`` lacks is added after its
+    fields), so that one config can vary more than another: the retail specialist sees
+    retail markets as large as wholesale's without wholesale growing larger still."""
 
     def __post_init__(self) -> None:
         if not self.configs:
@@ -101,12 +110,14 @@ class ConfigFamily:
         for rule in self.disclosure:
             if rule not in DISCLOSURE_RULES:
                 raise ValueError(f"family.disclosure: unknown rule {rule!r}")
-        for name, (a, b) in self.jitter:
-            if name not in _INT_FIELDS + _FLOAT_FIELDS:
-                known = ", ".join(_INT_FIELDS + _FLOAT_FIELDS)
-                raise ValueError(f"family.jitter: cannot jitter {name!r}; fields: {known}")
-            if not a <= b:
-                raise ValueError(f"family.jitter.{name}: need low <= high, got [{a}, {b}]")
+        _check_jitter(self.jitter, "family.jitter")
+        names = [name for name, _ in self.configs]
+        for config, jitter in self.config_jitter:
+            if config not in names:
+                raise ValueError(
+                    f"family.config_jitter: {config!r} is not in family.configs ({names})"
+                )
+            _check_jitter(jitter, f"family.config_jitter.{config}")
         lo, hi = self.price_scale
         if not 0 < lo <= hi:
             raise ValueError(f"family.price_scale: need 0 < low <= high, got {self.price_scale}")
@@ -120,11 +131,21 @@ class ConfigFamily:
     def sample(self, rng: np.random.Generator) -> MarketConfig:
         return self.sample_named(rng)[1]
 
+    def jitter_for(self, config: str) -> tuple[tuple[str, tuple[float, float]], ...]:
+        """The jitter ranges of ``config``'s batches: ``jitter`` with ``config_jitter``'s
+        ranges for that config in place (in ``jitter``'s order, so a config without any
+        draws exactly as before), then the fields only ``config_jitter`` names."""
+        own = dict(dict(self.config_jitter).get(config, ()))
+        ranges = dict(self.jitter)
+        return tuple((k, own.get(k, v)) for k, v in self.jitter) + tuple(
+            (k, v) for k, v in own.items() if k not in ranges
+        )
+
     def sample_named(self, rng: np.random.Generator) -> tuple[str, MarketConfig]:
         """``sample``, with the name of the base config drawn (the same draws)."""
         drawn, base = self.configs[int(rng.integers(len(self.configs)))]
         changes: dict[str, Any] = {}
-        for name, (a, b) in self.jitter:
+        for name, (a, b) in self.jitter_for(drawn):
             x = getattr(base, name) + rng.uniform(a, b)
             if name in _INT_FIELDS:
                 changes[name] = max(int(round(x)), 0 if name == "patience" else 1)
@@ -143,6 +164,15 @@ class ConfigFamily:
         if self.agent_share is not None:
             changes["agent_share"] = float(rng.uniform(*self.agent_share))
         return drawn, dataclasses.replace(base, **changes)
+
+
+def _check_jitter(jitter: tuple[tuple[str, tuple[float, float]], ...], where: str) -> None:
+    for name, (a, b) in jitter:
+        if name not in _INT_FIELDS + _FLOAT_FIELDS:
+            known = ", ".join(_INT_FIELDS + _FLOAT_FIELDS)
+            raise ValueError(f"{where}: cannot jitter {name!r}; fields: {known}")
+        if not a <= b:
+            raise ValueError(f"{where}.{name}: need low <= high, got [{a}, {b}]")
 
 
 @dataclass(frozen=True)
@@ -439,6 +469,10 @@ class TrainConfig:
             "jitter": {k: list(v) for k, v in fam.jitter},
             "price_scale": list(fam.price_scale),
         }
+        if fam.config_jitter:  # recorded only where set, as the shipped records read
+            out["family"]["config_jitter"] = {
+                config: {k: list(v) for k, v in jitter} for config, jitter in fam.config_jitter
+            }
         out["opponents"] = [dataclasses.asdict(o) for o in self.opponents]
         out["teachers"] = dict(self.teachers)
         return out
@@ -502,6 +536,13 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
         merged["family"] = {**family, **over}
         if isinstance(family.get("jitter"), dict) and isinstance(over.get("jitter"), dict):
             merged["family"]["jitter"] = {**family["jitter"], **over["jitter"]}
+        mine, theirs = family.get("config_jitter"), over.get("config_jitter")
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            both = {**mine, **theirs}
+            for name, fields in theirs.items():
+                if isinstance(fields, dict) and isinstance(mine.get(name), dict):
+                    both[name] = {**mine[name], **fields}
+            merged["family"]["config_jitter"] = both
     markets, over = parent.get("markets"), data.get("markets")
     if isinstance(markets, dict) and isinstance(over, dict):
         merged["markets"] = {**markets, **over}
@@ -509,6 +550,20 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
             if isinstance(fields, dict) and isinstance(markets.get(name), dict):
                 merged["markets"][name] = {**markets[name], **fields}
     return merged
+
+
+def _jitter_table(table, where: str) -> tuple[tuple[str, tuple[float, float]], ...]:
+    """A TOML table ``FIELD = [low, high]`` as (field, (low, high)) pairs, in its order."""
+    if not isinstance(table, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)
+        for v in table.values()
+    ):
+        raise ValueError(f"{where}: write FIELD = [low, high]")
+    return tuple((k, (float(v[0]), float(v[1]))) for k, v in table.items())
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
@@ -535,25 +590,30 @@ def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
     fam = data.get("family")
     if not isinstance(fam, dict):
         raise ValueError("no [family] table")
-    bad = sorted(set(fam) - {"configs", "disclosure", "agent_share", "jitter", "price_scale"})
+    fields = {"configs", "disclosure", "agent_share", "jitter", "config_jitter", "price_scale"}
+    bad = sorted(set(fam) - fields)
     if bad:
         raise ValueError(f"unknown [family] field(s) {', '.join(bad)}")
     names = fam.get("configs", list(configs))
     missing = [n for n in names if n not in configs]
     if missing or not names:
         raise ValueError(f"family.configs: no [markets.{(missing or ['NAME'])[0]}] table")
-    jitter = fam.get("jitter", {})
-    if not isinstance(jitter, dict) or not all(
-        isinstance(v, list) and len(v) == 2 for v in jitter.values()
-    ):
-        raise ValueError("family.jitter: write FIELD = [low, high]")
+    jitter = _jitter_table(fam.get("jitter", {}), "family.jitter")
+    per_config = fam.get("config_jitter", {})
+    if not isinstance(per_config, dict):
+        raise ValueError("family.config_jitter: write [family.config_jitter.NAME] tables")
+    config_jitter = tuple(
+        (str(name), _jitter_table(table, f"family.config_jitter.{name}"))
+        for name, table in per_config.items()
+    )
     share = fam.get("agent_share")
     family = ConfigFamily(
         configs=tuple((n, configs[n]) for n in names),
         disclosure=tuple(fam.get("disclosure", ["hidden"])),
         agent_share=None if share is None else (float(share[0]), float(share[1])),
-        jitter=tuple((k, (float(v[0]), float(v[1]))) for k, v in jitter.items()),
+        jitter=jitter,
         price_scale=tuple(float(x) for x in fam.get("price_scale", [1.0, 1.0])),
+        config_jitter=config_jitter,
     )
     opponents = []
     for k, row in enumerate(data.get("opponents", [])):

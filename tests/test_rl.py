@@ -1882,6 +1882,15 @@ def test_the_stages_that_see_their_plan_change_only_that():
                       ("wholesale", runs / "seller_joint_plan_feature_seed1"))},
         base="experiments/seller_plan_feature_wteacher20.toml",
     )  # fmt: skip
+    specialist = load_train_config("agents/rl/configs/experiments/seller_retail_plan_feature.toml")
+    for name, turns in (("sizes", (-2.0, 6.0)), ("sizes_only", (-2.0, 2.0))):
+        _same_but(  # retail up to 14 buyers and 7 products: `large` stays larger
+            f"experiments/seller_retail_plan_feature_{name}.toml",
+            {"name": f"seller_retail_plan_feature_{name}",
+             "family": _jitter(specialist, buyers=(-2.0, 6.0), products=(-1.0, 3.0),
+                               turns=turns)},
+            base="experiments/seller_retail_plan_feature.toml",
+        )  # fmt: skip
     stages = Path("agents/rl/checkpoints/stages").resolve()
     _same_but(  # the shipped stage 1, without the plan feature, teaches wholesale
         "experiments/seller_plan_feature_shipped_wteacher.toml",

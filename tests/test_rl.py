@@ -1904,6 +1904,32 @@ def test_the_stages_that_see_their_plan_change_only_that():
         {"name": "seller_plan_feature_shipped_wteacher50", "teacher_coefs": (("wholesale", 0.5),)},
         base="experiments/seller_plan_feature_shipped_wteacher.toml",
     )
+    _same_but(
+        "experiments/seller_plan_feature_shipped_wteacher50_seed1.toml",
+        {"name": "seller_plan_feature_shipped_wteacher50_seed1", "seed": 1,
+         "init": runs / "seller_retail_plan_feature_seed1",
+         "teachers": (("retail", runs / "seller_retail_plan_feature_seed1"),
+                      ("wholesale", stages / "rl_seller_joint"))},
+        base="experiments/seller_plan_feature_shipped_wteacher50.toml",
+    )  # fmt: skip
+    taught = load_train_config(
+        "agents/rl/configs/experiments/seller_plan_feature_shipped_wteacher50.toml"
+    )
+    retail_sizes = (("retail", (("buyers", (-2.0, 6.0)), ("products", (-1.0, 3.0)),
+                                ("turns", (-2.0, 6.0)))),)  # fmt: skip
+    _same_but(  # the size-widened specialist starts and teaches; retail batches jitter as its
+        "experiments/seller_plan_feature_sizes.toml",
+        {"name": "seller_plan_feature_sizes",
+         "init": runs / "seller_retail_plan_feature_sizes",
+         "teachers": (("retail", runs / "seller_retail_plan_feature_sizes"),
+                      ("wholesale", stages / "rl_seller_joint")),
+         "family": dataclasses.replace(taught.family, config_jitter=retail_sizes)},
+        base="experiments/seller_plan_feature_shipped_wteacher50.toml",
+    )  # fmt: skip
+    sized = load_train_config("agents/rl/configs/experiments/seller_plan_feature_sizes.toml")
+    for name, cfg in sized.family.configs:  # every config stays below `large`'s 16 and 8
+        j = dict(sized.family.jitter_for(name))
+        assert cfg.buyers + j["buyers"][1] == 14 and cfg.products + j["products"][1] == 7
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

@@ -573,6 +573,51 @@ def test_planned_matches_give_their_matching_as_pairs():
             assert got[b, to[b], product[b]]
 
 
+def test_a_seller_on_the_experts_pair_offers_the_assignment_matchers_pair(tmp_path):
+    """``RLSeller.expert_pair``: with planned matches, every pair it offers is the one the
+    assignment matcher offers on the same observation, greedy or sampled, at its own
+    network's prices; the log-probabilities recomputed from the stored choice are the
+    played ones; the option goes through checkpoints, and a bad value is a clear error."""
+    from agents.scripted.sellers import AssignmentMatcher
+
+    shipped = checkpoint.load(Path("agents/rl/checkpoints/rl_seller"))
+    cfg = dataclasses.replace(SMALL, buyers=6, products=3, turns=8)
+    for sample in (False, True):
+        seller = RLSeller(shipped.net, seed=3, assignment=True, expert_pair=True)
+        matcher = AssignmentMatcher()
+        engine = BatchedMarket(generate_batch(cfg, 5, range(40)))
+        seller.reset(40)
+        matcher.reset(40)
+        checked = priced = 0
+        while not engine.all_done:
+            obs = engine.seller_observation()
+            d = seller.decide(obs, sample=sample, record=True)
+            a = matcher.act(obs)
+            live = ~obs.done
+            np.testing.assert_array_equal(d.action.to[live], a.to[live])
+            np.testing.assert_array_equal(d.action.product[live], a.product[live])
+            checked += int(live.sum())
+            priced += int((d.action.price[live] != a.price[live]).sum())
+            x = [torch.from_numpy(v) for v in d.features.arrays()]
+            logp = seller.evaluate(
+                x,
+                *(torch.from_numpy(v) for v in (d.open, d.pair, d.level, d.level_ok, d.choice)),
+            )[0]
+            np.testing.assert_allclose(logp.detach().numpy(), d.logp, rtol=1e-5, atol=1e-5)
+            prompt = engine.offer(d.action.to, d.action.product, d.action.price)
+            if prompt is not None:
+                dec = Truthful().act(prompt)
+                engine.answer(dec.decision, dec.product, dec.price)
+        assert checked > 100 and priced > 0  # the same pairs, not the same prices
+    plain = RLSeller(shipped.net, assignment=True)
+    on = RLSeller(shipped.net, assignment=True, expert_pair=True)
+    a = play_markets(cfg, 4, range(200), plain, Truthful())
+    b = play_markets(cfg, 4, range(200), on, Truthful())
+    assert not np.array_equal(a["profit"], b["profit"])
+    assert check_seller(lambda seed: RLSeller(shipped.net, seed=seed, expert_pair=True)) == []
+    assert _a_flag_goes_through_checkpoints(tmp_path, "expert_pair", on, plain).assignment
+
+
 def _a_flag_goes_through_checkpoints(tmp_path, flag: str, on: RLSeller, off: RLSeller):
     """Seller option ``flag`` (true in ``on``, false in ``off``) goes through a checkpoint
     (written only when true, so that older records read as they were); a non-boolean is

@@ -164,6 +164,7 @@ class RLSeller(SellerPolicy):
         assignment: bool = False,
         within_plan: bool = False,
         plan_feature: bool = False,
+        expert_pair: bool = False,
     ) -> None:
         if not signal_prior >= 0.0:
             raise ValueError("signal_prior must be >= 0 (0: the signals as they are)")
@@ -171,6 +172,8 @@ class RLSeller(SellerPolicy):
             raise ValueError(f"assignment must be true or false, got {assignment!r}")
         if not isinstance(within_plan, bool):
             raise ValueError(f"within_plan must be true or false, got {within_plan!r}")
+        if not isinstance(expert_pair, bool):
+            raise ValueError(f"expert_pair must be true or false, got {expert_pair!r}")
         self.signal_prior = float(signal_prior)
         """Prior spread of tastes behind ``calibrate_signals`` (0: none)."""
         self.assignment = assignment
@@ -183,6 +186,11 @@ class RLSeller(SellerPolicy):
         plan ``assignment`` picks from; among every open pair in a market with no matched
         pair), while the network still sees every open pair: it chooses whom to ask next
         and at what price, and the plan says which product."""
+        self.expert_pair = expert_pair
+        """The pair is always the expert's pick (with ``assignment``, the assignment
+        matcher's pair) and the network sets only its price: a way to measure, in play,
+        what a seller's pair choices earn apart from its prices. It overrides
+        ``within_plan``."""
         self.offsets = tuple(float(x) for x in offsets)
         self.expert_offsets = tuple(float(x) for x in expert_offsets)
         self.markups = tuple(float(x) for x in markups)
@@ -225,8 +233,9 @@ class RLSeller(SellerPolicy):
             out["signal_prior"] = self.signal_prior
         if self.assignment:  # likewise
             out["assignment"] = True
-        if self.within_plan:
-            out["within_plan"] = True
+        for flag in ("within_plan", "expert_pair"):
+            if getattr(self, flag):
+                out[flag] = True
         return out
 
     @classmethod
@@ -237,7 +246,7 @@ class RLSeller(SellerPolicy):
         if isinstance(prior, bool) or not isinstance(prior, int | float):
             raise ValueError(f"signal_prior must be a number, got {prior!r}")
         flags = {}
-        for name in ("assignment", "within_plan"):
+        for name in ("assignment", "within_plan", "expert_pair"):
             flags[name] = params.pop(name, False)
             if not isinstance(flags[name], bool):
                 raise ValueError(f"{name} must be true or false, got {flags[name]!r}")
@@ -298,9 +307,16 @@ class RLSeller(SellerPolicy):
         # Ended markets have no open pair; any pair will do for their ignored message.
         open_net = open_ | ~live[:, None, None]
         choice = None
+        expert_pair = None  # (B,) the expert's pick, flat, where read
+        if record or self.expert_pair:
+            expert_pair = np.argmax(self._table[0].reshape(b, n * m), axis=1)  # -inf: closed
         if self.within_plan:
             choice = planned & open_
             choice |= open_net & ~choice.any(axis=(1, 2))[:, None, None]
+        if self.expert_pair:  # that pair alone (ended markets: any, as above)
+            pick = np.zeros((b, n * m), bool)
+            pick[np.arange(b), expert_pair] = True
+            choice = (pick.reshape(b, n, m) & open_) | ~live[:, None, None]
         sample = (not self.greedy) if sample is None else sample
         with torch.inference_mode():
             logits, h, value = self.net(
@@ -325,7 +341,7 @@ class RLSeller(SellerPolicy):
             level_ok=level_ok,
             logp=logp,
             value=value.cpu().numpy() if record else None,
-            expert_pair=np.argmax(self._table[0].reshape(b, n * m), axis=1) if record else None,
+            expert_pair=expert_pair if record else None,
             choice=choice,
         )
 

@@ -62,6 +62,7 @@ _PARAMS = {
         "signal_prior",
         "assignment",
         "within_plan",
+        "expert_pair",
     },
     "RLBuyer": {"shares"},
     "FixedSizeSeller": {"buyers", "products", "offsets"},

@@ -1,7 +1,7 @@
 """Where does a seller leave the greedy matcher's choice of buyer and product?
 
     python benchmarks/departures.py [--markets 500] [--buyers truthful] [--markdown]
-                                    [--sizes] SELLER ...
+                                    [--sizes] [--baseline SELLER] SELLER ...
 
 SELLER: a registry name, a registry name with numeric parameters
 (``greedy_matcher:patience=0.04``: the matcher asking 0.04 of the range more while turns
@@ -11,7 +11,9 @@ are to spare) or a checkpoint directory. On the markets of
 (buyer, product) pair it would offer on the same observation. Printed per seller and
 config: the share of turns on which the seller offers the greedy matcher's pair (on the
 first turn and on later ones), and the seller's profit minus the greedy matcher's
-(paired over markets, 95% CI).
+(paired over markets, 95% CI). ``--sizes``: profit and match quality on retail grown
+toward ``large``, minus the greedy matcher's or, with ``--baseline``, another seller's
+(``--baseline assignment_matcher``: the baseline the trained seller trails on ``large``).
 
 Why: ``rl_seller`` starts from the greedy matcher (a warm start that imitates it, and
 the matcher's per-pair estimates among its features) and learns where to depart from its
@@ -116,13 +118,20 @@ def _seller(name: str) -> SellerPolicy:
     return registry.make(base, "seller", seed=0, **params)
 
 
-def _paired(configs: dict, sellers: list[str], buyers: str, markets: int, wrap=None):
+def _paired(
+    configs: dict,
+    sellers: list[str],
+    buyers: str,
+    markets: int,
+    wrap=None,
+    baseline: str = "greedy_matcher",
+):
     """For each config (in order) and seller: (config, seller, the policy played, its
-    per-market metrics, the greedy matcher's on the same markets)."""
+    per-market metrics, the baseline's on the same markets)."""
     for label, config in configs.items():
         batch = generate_batch(config, SEED, range(markets))
         w = welfare_bounds(batch)
-        base = evaluate_batch(batch, GreedyMatcher(), registry.make_buyers(buyers, seed=0), w)
+        base = evaluate_batch(batch, _seller(baseline), registry.make_buyers(buyers, seed=0), w)
         for name in sellers:
             policy = _seller(name) if wrap is None else wrap(_seller(name))
             got = evaluate_batch(batch, policy, registry.make_buyers(buyers, seed=0), w)
@@ -147,12 +156,18 @@ def rows(sellers: list[str], buyers: str, markets: int, configs=tuple(CONFIGS)) 
     return out
 
 
-def size_rows(sellers: list[str], buyers: str, markets: int, sizes=tuple(SIZES)) -> list[list]:
-    """Per market size and seller: profit and match quality minus the greedy matcher's on
-    the same markets (paired, 95% CI)."""
+def size_rows(
+    sellers: list[str],
+    buyers: str,
+    markets: int,
+    sizes=tuple(SIZES),
+    baseline: str = "greedy_matcher",
+) -> list[list]:
+    """Per market size and seller: profit and match quality minus the baseline's on the
+    same markets (paired, 95% CI)."""
     out = []
     chosen = {size: SIZES[size] for size in sizes}
-    for size, name, _, got, base in _paired(chosen, sellers, buyers, markets):
+    for size, name, _, got, base in _paired(chosen, sellers, buyers, markets, baseline=baseline):
         cells = [name, size]
         for metric, fmt in (("profit", "{:+.1f}"), ("match_quality", "{:+.3f}")):
             m, lo, hi = mean_ci(got[metric] - base[metric])
@@ -172,9 +187,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sizes", action="store_true", help="profit on retail grown toward large, instead"
     )
+    ap.add_argument(
+        "--baseline",
+        default="greedy_matcher",
+        metavar="SELLER",
+        help="with --sizes: the seller the others are compared with",
+    )
     args = ap.parse_args(argv)
+    if args.baseline != "greedy_matcher" and not args.sizes:
+        ap.error("--baseline goes with --sizes (the pair counts are the greedy matcher's)")
     try:  # every entry builds before anything is played
-        for name in args.sellers:
+        for name in (*args.sellers, args.baseline):
             _seller(name)
         registry.make_buyers(args.buyers, seed=0)
     except (KeyError, ValueError) as err:
@@ -183,8 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     fmt = "github" if args.markdown else "simple"
     if args.sizes:
-        table = size_rows(args.sellers, args.buyers, args.markets)
-        header = ["seller", "market", "profit - greedy_matcher", "match quality - greedy_matcher"]
+        table = size_rows(args.sellers, args.buyers, args.markets, baseline=args.baseline)
+        header = [
+            "seller",
+            "market",
+            f"profit - {args.baseline}",
+            f"match quality - {args.baseline}",
+        ]
         print(f"## retail grown toward large ({args.markets} markets per size, {args.buyers})\n")
         print(tabulate(table, headers=header, tablefmt=fmt, disable_numparse=True))
         print(f"\n{time.perf_counter() - t0:.0f} s")

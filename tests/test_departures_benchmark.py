@@ -86,3 +86,26 @@ def test_sizes_grow_retail_toward_large(dep, capsys):
     assert rows[1][2].startswith("-")  # posted price trails the matcher against truthful buyers
     assert dep.main(["greedy_matcher", "--sizes", "--markets", "5"]) == 0
     assert "retail grown toward large" in capsys.readouterr().out
+
+
+def test_sizes_against_another_baseline(dep, capsys):
+    """``--baseline``: the size table's differences are taken from that seller's play on
+    the same markets; a bad baseline, or one without ``--sizes``, is one clear error."""
+    sizes = ("retail",)
+    rows = dep.size_rows(
+        ["assignment_matcher", "greedy_matcher"], "truthful", 30, sizes, "assignment_matcher"
+    )
+    assert rows[0][2:] == ["+0.0 [+0.0, +0.0]", "+0.000 [+0.000, +0.000]"]
+    greedy = dep.size_rows(["assignment_matcher"], "truthful", 30, sizes)[0][2]
+    assert rows[1][2] != "+0.0 [+0.0, +0.0]" and rows[1][2] != greedy
+    m_vs_assign = float(rows[1][2].split()[0])
+    m_vs_greedy = float(greedy.split()[0])
+    assert m_vs_assign == pytest.approx(-m_vs_greedy, abs=0.06)  # one pair, both ways round
+    assert dep.main(["greedy_matcher", "--sizes", "--markets", "5", "--baseline", "nobody"]) == 2
+    assert "error:" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        dep.main(["greedy_matcher", "--markets", "5", "--baseline", "assignment_matcher"])
+    assert stop.value.code == 2 and "goes with --sizes" in capsys.readouterr().err
+    assert dep.main(["greedy_matcher", "--sizes", "--markets", "5", "--baseline",
+                     "assignment_matcher"]) == 0  # fmt: skip
+    assert "profit - assignment_matcher" in capsys.readouterr().out

@@ -1971,6 +1971,18 @@ def test_the_stages_that_see_their_plan_change_only_that():
          "family": dataclasses.replace(taught.family, config_jitter=retail_sizes)},
         base="experiments/seller_plan_feature_shipped_wteacher50.toml",
     )  # fmt: skip
+    for pull in ("05", "10"):  # the retail specialist's pull, the wholesale teacher's kept
+        _same_but(
+            f"experiments/seller_plan_feature_shipped_wteacher50_rpull{pull}.toml",
+            {"name": f"seller_plan_feature_shipped_wteacher50_rpull{pull}",
+             "teacher_coef": float(pull) / 10},
+            base="experiments/seller_plan_feature_shipped_wteacher50.toml",
+        )  # fmt: skip
+    _same_but(
+        "experiments/seller_retail_plan_feature_pooled.toml",
+        {"name": "seller_retail_plan_feature_pooled", "pooled": True},
+        base="experiments/seller_retail_plan_feature.toml",
+    )
     sized = load_train_config("agents/rl/configs/experiments/seller_plan_feature_sizes.toml")
     for name, cfg in sized.family.configs:  # every config stays below `large`'s 16 and 8
         j = dict(sized.family.jitter_for(name))

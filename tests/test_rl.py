@@ -512,16 +512,8 @@ def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_cho
                     assert got == pytest.approx(sum(value[b][i, j] for i, j in plan), rel=1e-9)
                     assert (d.action.to[b], d.action.product[b]) in kept
                     checked += 1
-            x = [torch.from_numpy(a) for a in d.features.arrays()]
-            logp = seller.evaluate(
-                x,
-                *(torch.from_numpy(a) for a in (d.open, d.pair, d.level, d.level_ok, d.choice)),
-            )[0]
-            np.testing.assert_allclose(logp.detach().numpy(), d.logp, rtol=1e-5, atol=1e-5)
-            prompt = engine.offer(d.action.to, d.action.product, d.action.price)
-            if prompt is not None:
-                dec = Truthful().act(prompt)
-                engine.answer(dec.decision, dec.product, dec.price)
+            _the_played_logp_is_recomputed(seller, d)
+            _truthful_answer(engine, d.action)
         assert checked > 100
     plain = RLSeller(shipped.net, signal_prior=shipped.signal_prior, assignment=True)
     within = RLSeller(
@@ -598,16 +590,8 @@ def test_a_seller_on_the_experts_pair_offers_the_assignment_matchers_pair(tmp_pa
             np.testing.assert_array_equal(d.action.product[live], a.product[live])
             checked += int(live.sum())
             priced += int((d.action.price[live] != a.price[live]).sum())
-            x = [torch.from_numpy(v) for v in d.features.arrays()]
-            logp = seller.evaluate(
-                x,
-                *(torch.from_numpy(v) for v in (d.open, d.pair, d.level, d.level_ok, d.choice)),
-            )[0]
-            np.testing.assert_allclose(logp.detach().numpy(), d.logp, rtol=1e-5, atol=1e-5)
-            prompt = engine.offer(d.action.to, d.action.product, d.action.price)
-            if prompt is not None:
-                dec = Truthful().act(prompt)
-                engine.answer(dec.decision, dec.product, dec.price)
+            _the_played_logp_is_recomputed(seller, d)
+            _truthful_answer(engine, d.action)
         assert checked > 100 and priced > 0  # the same pairs, not the same prices
     plain = RLSeller(shipped.net, assignment=True)
     on = RLSeller(shipped.net, assignment=True, expert_pair=True)
@@ -616,6 +600,23 @@ def test_a_seller_on_the_experts_pair_offers_the_assignment_matchers_pair(tmp_pa
     assert not np.array_equal(a["profit"], b["profit"])
     assert check_seller(lambda seed: RLSeller(shipped.net, seed=seed, expert_pair=True)) == []
     assert _a_flag_goes_through_checkpoints(tmp_path, "expert_pair", on, plain).assignment
+
+
+def _the_played_logp_is_recomputed(seller: RLSeller, d) -> None:
+    """The log-probabilities a trainer recomputes from decision ``d``'s stored features
+    and choice are the ones it was played with."""
+    x = [torch.from_numpy(a) for a in d.features.arrays()]
+    stored = (d.open, d.pair, d.level, d.level_ok, d.choice)
+    logp = seller.evaluate(x, *(torch.from_numpy(a) for a in stored))[0]
+    np.testing.assert_allclose(logp.detach().numpy(), d.logp, rtol=1e-5, atol=1e-5)
+
+
+def _truthful_answer(engine: BatchedMarket, action) -> None:
+    """Offer ``action`` and let truthful buyers answer it."""
+    prompt = engine.offer(action.to, action.product, action.price)
+    if prompt is not None:
+        dec = Truthful().act(prompt)
+        engine.answer(dec.decision, dec.product, dec.price)
 
 
 def _a_flag_goes_through_checkpoints(tmp_path, flag: str, on: RLSeller, off: RLSeller):
@@ -1919,14 +1920,9 @@ def test_the_stages_that_see_their_plan_change_only_that():
              "teacher_coefs": (("wholesale", float(f"0.{coef}")),)},
             base="experiments/seller_plan_feature_retail_only.toml",
         )  # fmt: skip
-    _same_but(
-        "experiments/seller_plan_feature_wteacher20_seed1.toml",
-        {"name": "seller_plan_feature_wteacher20_seed1", "seed": 1,
-         "init": runs / "seller_retail_plan_feature_seed1",
-         "teachers": (("retail", runs / "seller_retail_plan_feature_seed1"),
-                      ("wholesale", runs / "seller_joint_plan_feature_seed1"))},
-        base="experiments/seller_plan_feature_wteacher20.toml",
-    )  # fmt: skip
+    _seed_1_from_its_specialist(
+        "seller_plan_feature_wteacher20", runs / "seller_joint_plan_feature_seed1"
+    )
     specialist = load_train_config("agents/rl/configs/experiments/seller_retail_plan_feature.toml")
     for name, turns in (("sizes", (-2.0, 6.0)), ("sizes_only", (-2.0, 2.0))):
         _same_but(  # retail up to 14 buyers and 7 products: `large` stays larger
@@ -1949,14 +1945,9 @@ def test_the_stages_that_see_their_plan_change_only_that():
         {"name": "seller_plan_feature_shipped_wteacher50", "teacher_coefs": (("wholesale", 0.5),)},
         base="experiments/seller_plan_feature_shipped_wteacher.toml",
     )
-    _same_but(
-        "experiments/seller_plan_feature_shipped_wteacher50_seed1.toml",
-        {"name": "seller_plan_feature_shipped_wteacher50_seed1", "seed": 1,
-         "init": runs / "seller_retail_plan_feature_seed1",
-         "teachers": (("retail", runs / "seller_retail_plan_feature_seed1"),
-                      ("wholesale", stages / "rl_seller_joint"))},
-        base="experiments/seller_plan_feature_shipped_wteacher50.toml",
-    )  # fmt: skip
+    _seed_1_from_its_specialist(
+        "seller_plan_feature_shipped_wteacher50", stages / "rl_seller_joint"
+    )
     taught = load_train_config(
         "agents/rl/configs/experiments/seller_plan_feature_shipped_wteacher50.toml"
     )
@@ -1987,6 +1978,18 @@ def test_the_stages_that_see_their_plan_change_only_that():
     for name, cfg in sized.family.configs:  # every config stays below `large`'s 16 and 8
         j = dict(sized.family.jitter_for(name))
         assert cfg.buyers + j["buyers"][1] == 14 and cfg.products + j["products"][1] == 7
+
+
+def _seed_1_from_its_specialist(recipe: str, wholesale: Path) -> None:
+    """``experiments/{recipe}_seed1.toml``: the recipe with training seed 1, started from
+    and taught on retail by the plan-feature retail specialist trained with seed 1."""
+    specialist = Path("runs").resolve() / "seller_retail_plan_feature_seed1"
+    _same_but(
+        f"experiments/{recipe}_seed1.toml",
+        {"name": f"{recipe}_seed1", "seed": 1, "init": specialist,
+         "teachers": (("retail", specialist), ("wholesale", wholesale))},
+        base=f"experiments/{recipe}.toml",
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("suffix, coef", [("pull05", 0.5), ("pull10", 1.0)])

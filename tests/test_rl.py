@@ -1970,6 +1970,11 @@ def test_the_stages_that_see_their_plan_change_only_that():
             base="experiments/seller_plan_feature_shipped_wteacher50.toml",
         )  # fmt: skip
     _same_but(
+        "experiments/seller_retail_plan_feature_long.toml",
+        {"name": "seller_retail_plan_feature_long", "iterations": 400},
+        base="experiments/seller_retail_plan_feature.toml",
+    )
+    _same_but(
         "experiments/seller_retail_plan_feature_pooled.toml",
         {"name": "seller_retail_plan_feature_pooled", "pooled": True},
         base="experiments/seller_retail_plan_feature.toml",

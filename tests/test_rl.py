@@ -1945,9 +1945,8 @@ def test_the_stages_that_see_their_plan_change_only_that():
         {"name": "seller_plan_feature_shipped_wteacher50", "teacher_coefs": (("wholesale", 0.5),)},
         base="experiments/seller_plan_feature_shipped_wteacher.toml",
     )
-    _seed_1_from_its_specialist(
-        "seller_plan_feature_shipped_wteacher50", stages / "rl_seller_joint"
-    )
+    for recipe in ("shipped_wteacher50", "shipped_wteacher50_rpull10"):
+        _seed_1_from_its_specialist(f"seller_plan_feature_{recipe}", stages / "rl_seller_joint")
     taught = load_train_config(
         "agents/rl/configs/experiments/seller_plan_feature_shipped_wteacher50.toml"
     )

@@ -1593,6 +1593,7 @@ def test_one_base_config_may_jitter_its_own_ranges(tmp_path):
     for text, words in [
         ("[family.config_jitter]\nz = 3\n", "write FIELD = \\[low, high\\]"),
         ("[family.config_jitter.z]\nbuyers = ['a', 'b']\n", "write FIELD"),
+        ("[family.config_jitter.z]\nbuyers = [-inf, 1]\n", "write FIELD"),
         ("[family.config_jitter.y]\nbuyers = [0, 1]\n", "not in family.configs"),
     ]:
         with pytest.raises(ValueError, match=words):

@@ -357,9 +357,7 @@ class TrainConfig:
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
         if self.signal_prior is not None and not (
-            isinstance(self.signal_prior, int | float)
-            and not isinstance(self.signal_prior, bool)
-            and self.signal_prior >= 0
+            _is_number(self.signal_prior) and self.signal_prior >= 0
         ):
             raise ValueError(
                 f"train.signal_prior: expected a number >= 0, got {self.signal_prior!r}"
@@ -429,7 +427,7 @@ class TrainConfig:
         for name, coef in coefs:
             if name not in dict(pairs):
                 raise ValueError(f"train.teacher_coefs: {name!r} has no teacher (train.teachers)")
-            if isinstance(coef, bool) or not isinstance(coef, int | float) or not coef >= 0:
+            if not _is_number(coef) or not coef >= 0:
                 raise ValueError(
                     f"train.teacher_coefs.{name}: expected a number >= 0, got {coef!r}"
                 )
@@ -555,7 +553,7 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
 def _jitter_table(table, where: str) -> tuple[tuple[str, tuple[float, float]], ...]:
     """A TOML table ``FIELD = [low, high]`` as (field, (low, high)) pairs, in its order."""
     if not isinstance(table, dict) or not all(
-        isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)
+        isinstance(v, list) and len(v) == 2 and all(_is_number(x) and math.isfinite(x) for x in v)
         for v in table.values()
     ):
         raise ValueError(f"{where}: write FIELD = [low, high]")

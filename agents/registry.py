@@ -353,8 +353,9 @@ SHIPPED = Path(__file__).resolve().parent / "rl" / "checkpoints"
 _SHIPPED = [
     ("rl_seller", "seller", AGENT,
      "PPO-trained seller (agents/rl/configs/seller.toml): one network over every "
-     "(buyer, product) pair and a factorised price level, trained on both default "
-     "configs, then on with a pull toward a specialist per config."),
+     "(buyer, product) pair and a factorised price level that sees a max-weight plan "
+     "of its matches, started from a retail specialist and trained on both default "
+     "configs with a pull toward a specialist per config."),
     ("rl_buyer", "buyer", AGENT,
      "PPO-trained buyer counter-agent (agents/rl/configs/buyer.toml), trained against "
      "rl_seller and the scripted sellers."),

@@ -283,6 +283,26 @@ def test_bad_league_configs_are_one_clear_error(tmp_path, change, words):
     assert "\n" not in str(err.value) and str(err.value).startswith(str(path))
 
 
+def test_a_learner_start_with_other_features_than_its_config_is_one_clear_error(tmp_path):
+    """A seller that sees its plan (train.plan_feature) starts learners only where the
+    seller config asks for that feature too; found when the league config is read."""
+    from agents.rl import checkpoint
+    from agents.rl.policies import RLSeller
+
+    checkpoint.save(
+        tmp_path / "ck", RLSeller(hidden=16, plan_feature=True, assignment=True), name="planner"
+    )
+    start = ('config = "seller.toml"', 'config = "seller.toml"\ninit = "./ck"')
+    path = _config(tmp_path, "bad", LEAGUE.replace(*start, 1))
+    with pytest.raises(LeagueError, match=r"seller\.init: .*train\.plan_feature = false"):
+        load_league_config(str(path))
+    fixed = LEAGUE.replace(*start, 1).replace(
+        "exploit_iterations = 2\n", "exploit_iterations = 2\n[seller.train]\nplan_feature = true\n", 1
+    )
+    cfg = load_league_config(str(_config(tmp_path, "good", fixed)))
+    assert cfg.seller.base.plan_feature and cfg.seller.init == str((tmp_path / "ck").resolve())
+
+
 @pytest.mark.parametrize(
     ("text", "words"), [(None, "cannot read league config"), ("rounds = = 1", "not valid TOML")]
 )
@@ -309,7 +329,7 @@ def test_the_shipped_league_configs_load_or_name_the_missing_rl_agent():
 
 
 def test_the_league_learners_train_with_plain_ppo_and_a_warm_start():
-    """The leagues read stage 1 of the shipped seller's recipe (seller_joint.toml), not the
+    """The leagues read the shipped seller's base config (seller_joint.toml), not the
     shipped seller.toml, whose start and teachers are the shipped stage checkpoints: a
     league's learners start from their own snapshots and learn from their pools alone."""
     cfg = load_league_config(str(ROOT / "tournaments" / "leagues" / "league_scripted.toml"))

@@ -28,6 +28,10 @@ from arena.engine import BatchedMarket
 from arena.generator import generate_batch
 from arena.observation import take_rows
 
+# Stage 3 of the recipe shipped before the plan-feature one, the base of the experiments
+# measured against it (agents/rl/configs/experiments/seller_stage3.toml).
+STAGE3 = "experiments/seller_stage3.toml"
+
 SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
 
 
@@ -466,15 +470,15 @@ def test_the_assignment_option_makes_the_assignments_pick_the_experts_and_is_rec
 
 
 def test_train_assignment_sets_the_option_on_fresh_and_checkpoint_starts(tmp_path):
-    from agents.rl.ppo import _new_policy
+    from agents.rl.ppo import start_policy
 
     assert "assignment" not in _tiny(tmp_path).to_dict()  # as records from before it read
     assert _tiny(tmp_path, assignment=True).to_dict()["assignment"] is True
-    assert _new_policy(_tiny(tmp_path, assignment=True)).assignment is True
-    assert _new_policy(_tiny(tmp_path)).assignment is False
+    assert start_policy(_tiny(tmp_path, assignment=True)).assignment is True
+    assert start_policy(_tiny(tmp_path)).assignment is False
     start = str(checkpoint.save(tmp_path / "ck", RLSeller(assignment=True), name="planned"))
-    assert _new_policy(_tiny(tmp_path, init=start)).assignment is True  # unset: its own
-    assert _new_policy(_tiny(tmp_path, init=start, assignment=False)).assignment is False
+    assert start_policy(_tiny(tmp_path, init=start)).assignment is True  # unset: its own
+    assert start_policy(_tiny(tmp_path, init=start, assignment=False)).assignment is False
     with pytest.raises(ValueError, match="seller-side"):
         _tiny(tmp_path, "buyer", assignment=True)
     for bad in ("yes", 1):
@@ -488,7 +492,7 @@ def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_cho
     market's max-weight matching when that matching has one; the log-probabilities a
     trainer recomputes from the stored choice are the ones it played with; the option goes
     through checkpoints and training configs, and a bad value is a clear error."""
-    from agents.rl.ppo import _new_policy
+    from agents.rl.ppo import start_policy
     from agents.scripted.matching import max_weight_matching
 
     shipped = checkpoint.load(Path("agents/rl/checkpoints/rl_seller"))
@@ -532,10 +536,10 @@ def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_cho
     assert back.assignment is True
 
     assert "within_plan" not in _tiny(tmp_path).to_dict()  # as records from before it read
-    assert _new_policy(_tiny(tmp_path, within_plan=True)).within_plan is True
+    assert start_policy(_tiny(tmp_path, within_plan=True)).within_plan is True
     start = str(checkpoint.save(tmp_path / "ck2", within, name="within"))
-    assert _new_policy(_tiny(tmp_path, init=start)).within_plan is True  # unset: its own
-    assert _new_policy(_tiny(tmp_path, init=start, within_plan=False)).within_plan is False
+    assert start_policy(_tiny(tmp_path, init=start)).within_plan is True  # unset: its own
+    assert start_policy(_tiny(tmp_path, init=start, within_plan=False)).within_plan is False
     with pytest.raises(ValueError, match="train.within_plan"):
         _tiny(tmp_path, within_plan="yes")
     with pytest.raises(ValueError, match="seller-side"):
@@ -655,7 +659,7 @@ def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_recor
 ):
     """The prior changes the play only where the signals spread wider than it; it goes
     through checkpoints and training configs, and a bad one is a clear error."""
-    from agents.rl.ppo import _new_policy
+    from agents.rl.ppo import start_policy
 
     plain = _seller()
     calibrated = RLSeller(plain.net, signal_prior=0.25)
@@ -684,15 +688,15 @@ def test_a_seller_with_a_signal_prior_plays_as_before_on_exact_markets_and_recor
     cfg = _tiny(tmp_path, signal_prior=0.2)
     assert cfg.to_dict()["signal_prior"] == 0.2
     assert "signal_prior" not in _tiny(tmp_path).to_dict()  # as the shipped checkpoints record it
-    assert _new_policy(cfg).signal_prior == 0.2
-    assert _new_policy(dataclasses.replace(cfg, init=str(saved))).signal_prior == 0.2
+    assert start_policy(cfg).signal_prior == 0.2
+    assert start_policy(dataclasses.replace(cfg, init=str(saved))).signal_prior == 0.2
     # Unset, a checkpoint start keeps its own prior (a league's learners starting from
     # rl_seller keep 0.25); set to 0, it reads the raw signals.
     start = str(tmp_path / "ck2")
     checkpoint.save(start, calibrated, name="calibrated")
-    assert _new_policy(_tiny(tmp_path, init=start)).signal_prior == 0.25
-    assert _new_policy(_tiny(tmp_path, init=start, signal_prior=0.0)).signal_prior == 0.0
-    assert _new_policy(_tiny(tmp_path)).signal_prior == 0.0
+    assert start_policy(_tiny(tmp_path, init=start)).signal_prior == 0.25
+    assert start_policy(_tiny(tmp_path, init=start, signal_prior=0.0)).signal_prior == 0.0
+    assert start_policy(_tiny(tmp_path)).signal_prior == 0.0
     with pytest.raises(ValueError, match="seller-side"):
         _tiny(tmp_path, "buyer", signal_prior=0.2)
     for bad in (-0.2, "wide", True):
@@ -1084,13 +1088,13 @@ def test_the_seller_experiment_configs_change_only_what_they_say(name, changed):
 def test_the_stage_3_experiment_configs_change_only_what_they_say(name, changed):
     """Each is stage 3 of the shipped seller (seller.toml) with the one change it names:
     its start, or one field's jitter range."""
-    shipped = load_train_config("agents/rl/configs/seller.toml")
+    shipped = load_train_config(f"agents/rl/configs/{STAGE3}")
     if "init" not in changed:
         jitter = tuple((k, changed.get(k, v)) for k, v in shipped.family.jitter)
         assert jitter != shipped.family.jitter
         changed = {"family": dataclasses.replace(shipped.family, jitter=jitter)}
     changed = {**changed, "name": name, "signal_prior": 0.0}  # measured before the prior
-    _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
+    _same_but(f"experiments/{name}.toml", changed, base=STAGE3)
     run = load_train_config(f"agents/rl/configs/experiments/{name}.toml")
     for path in (run.init, *dict(run.teachers).values()):  # every checkpoint it names exists
         assert (Path(run.resolve(path)) / "model.safetensors").is_file(), path
@@ -1103,7 +1107,7 @@ def test_the_wholesale_specialist_and_its_stage_3_change_only_what_they_say():
     _same_but(
         "experiments/seller_wholesale.toml", {"name": "seller_wholesale", "family": wholesale}
     )
-    shipped = load_train_config("agents/rl/configs/seller.toml")
+    shipped = load_train_config(f"agents/rl/configs/{STAGE3}")
     teachers = (
         ("retail", Path(shipped.resolve(dict(shipped.teachers)["retail"])).resolve()),
         ("wholesale", Path("runs/seller_wholesale").resolve()),  # where the specialist's
@@ -1111,7 +1115,7 @@ def test_the_wholesale_specialist_and_its_stage_3_change_only_what_they_say():
     _same_but(
         "experiments/seller_stage3_wholesale_teacher.toml",
         {"name": "seller_stage3_wholesale_teacher", "teachers": teachers, "signal_prior": 0.0},
-        base="seller.toml",
+        base=STAGE3,
     )
 
 
@@ -1120,7 +1124,7 @@ def test_the_prior_pull_experiment_is_the_shipped_stage_3_with_a_stronger_pull()
     _same_but(
         "experiments/seller_prior_pull05.toml",
         {"name": "seller_prior_pull05", "teacher_coef": 0.5},
-        base="seller.toml",
+        base=STAGE3,
     )
     assert (
         load_train_config("agents/rl/configs/experiments/seller_prior_pull05.toml").signal_prior
@@ -1158,17 +1162,17 @@ def test_the_prior_feature_stages_change_only_what_they_say():
              "init": runs / "seller_joint_prior",
              "teachers": (("retail", runs / "seller_retail_prior"),
                           ("wholesale", runs / wholesale_teacher))},
-            base="seller.toml",
+            base=STAGE3,
         )  # fmt: skip
 
 
 def test_the_truthful_weighted_runs_change_only_the_opponent_weights():
-    shipped = load_train_config("agents/rl/configs/seller.toml").opponents
+    shipped = load_train_config(f"agents/rl/configs/{STAGE3}").opponents
     heavier = {"truthful": 3.0, "noisy_human": 2.0}
     weighted = tuple(Opponent(o.name, heavier.get(o.name, o.weight)) for o in shipped)
     assert [o.weight for o in weighted] == [3.0, 1.0, 1.0, 2.0, 1.0, 1.0]
     for name, base in (
-        ("seller_stage3_truthful3", "seller.toml"),
+        ("seller_stage3_truthful3", STAGE3),
         ("seller_retail_spare_truthful3", "experiments/seller_retail_spare.toml"),
     ):
         _same_but(f"experiments/{name}.toml", {"name": name, "opponents": weighted}, base)
@@ -1197,7 +1201,7 @@ def _stage_3_from_stages(name: str, suffix: str, planned: bool = False, **change
         {"name": name, "init": joint,
          "teachers": (("retail", runs / f"seller_retail_{suffix}"), ("wholesale", joint)),
          **changed},
-        base="seller.toml", planned=planned,
+        base=STAGE3, planned=planned,
     )  # fmt: skip
 
 
@@ -1223,7 +1227,7 @@ def test_the_spare_turn_stages_change_only_what_they_say():
         {"name": "seller_stage3_retail_spare",
          "teachers": (("retail", runs / "seller_retail_spare"),
                       ("wholesale", stages / "rl_seller_joint"))},
-        base="seller.toml",
+        base=STAGE3,
     )  # fmt: skip
 
 
@@ -1274,13 +1278,13 @@ def test_the_stage_2_and_stage_3_variants_change_only_what_they_say():
         # Each was measured before seller.toml read the signals through a prior, and
         # says so (signal_prior = 0), so that its command still gives what was measured.
         changed = {**changed, "name": name, "signal_prior": 0.0}
-        _same_but(f"experiments/{name}.toml", changed, base="seller.toml")
+        _same_but(f"experiments/{name}.toml", changed, base=STAGE3)
 
 
 def _same_but(
     config: str, changed: dict, base: str = "seller_joint.toml", planned: bool = False
 ) -> None:
-    if base == "seller.toml" and config != "seller.toml" and not planned:
+    if base == STAGE3 and not planned:
         # The stage-3 experiments measured before seller.toml planned its matches say so
         # (assignment = false), so that their commands still give what was measured.
         changed = {"assignment": False, **changed}
@@ -1307,17 +1311,67 @@ def _same_but(
 
 
 def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
+    """The shipped recipe: two specialists, retail (seller_retail.toml with planned matches
+    and the plan feature) and wholesale (stage 1's config on wholesale batches for 100
+    iterations), then stage 2 from the retail one with both teaching."""
     joint = load_train_config("agents/rl/configs/seller_joint.toml")
     assert joint.name == "rl_seller_joint" and joint.family.configs[0][0] == "retail"
     retail = dataclasses.replace(joint.family, configs=joint.family.configs[:1])
+    wholesale = dataclasses.replace(joint.family, configs=joint.family.configs[1:])
+    assert [name for name, _ in wholesale.configs] == ["wholesale"]
     _same_but("seller_retail.toml", {"name": "rl_seller_retail", "family": retail})
+    _same_but(
+        "seller_retail_plan.toml",
+        {"name": "rl_seller_retail_plan", "assignment": True, "plan_feature": True},
+        base="seller_retail.toml",
+    )
+    _same_but(
+        "seller_wholesale.toml",
+        {"name": "rl_seller_wholesale", "family": wholesale, "iterations": 100},
+    )
     stages = "../checkpoints/stages/"
     _same_but("seller.toml", {
-        "name": "rl_seller", "iterations": 60, "init": stages + "rl_seller_joint",
+        "name": "rl_seller", "init": stages + "rl_seller_retail_plan",  # 200 iterations too
+        "imitate": "", "imitation_iterations": 0, "teacher_coef": 1.0,
+        "teacher_coefs": (("wholesale", 0.5),), "signal_prior": 0.25, "assignment": True,
+        "plan_feature": True,
+        "teachers": (("retail", stages + "rl_seller_retail_plan"),
+                     ("wholesale", stages + "rl_seller_wholesale")),
+    })  # fmt: skip
+    runs = Path("runs").resolve()  # where the experiment commands wrote what was measured
+    _same_but(  # the shipped recipe, measured first as experiments
+        "experiments/seller_plan_feature_w100.toml",
+        {"name": "seller_plan_feature_w100", "init": runs / "seller_retail_plan_feature",
+         "teachers": (("retail", runs / "seller_retail_plan_feature"),
+                      ("wholesale", runs / "seller_wholesale100"))},
+        base="seller.toml",
+    )  # fmt: skip
+    _same_but(
+        "experiments/seller_wholesale100.toml",
+        {"name": "seller_wholesale100"},
+        base="seller_wholesale.toml",
+    )
+    for seed in (1, 2):  # its seeds, each from its specialists trained with that seed
+        _same_but(
+            f"experiments/seller_plan_feature_w100_seed{seed}.toml",
+            {"name": f"seller_plan_feature_w100_seed{seed}", "seed": seed,
+             "init": runs / f"seller_retail_plan_feature_seed{seed}",
+             "teachers": (("retail", runs / f"seller_retail_plan_feature_seed{seed}"),
+                          ("wholesale", runs / f"seller_wholesale100_seed{seed}"))},
+            base="seller.toml",
+        )  # fmt: skip
+
+
+def test_the_previous_stage_3_is_kept_as_it_shipped():
+    """experiments/seller_stage3.toml, the base of the experiments measured against it, is
+    the recipe's stage 3 as it shipped until the plan-feature recipe (commit df1ecaa)."""
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    _same_but(STAGE3, {
+        "name": "seller_stage3", "iterations": 60, "init": stages / "rl_seller_joint",
         "imitate": "", "imitation_iterations": 0, "teacher_coef": 0.2, "signal_prior": 0.25,
         "assignment": True,
-        "teachers": (("retail", stages + "rl_seller_retail"),
-                     ("wholesale", stages + "rl_seller_joint")),
+        "teachers": (("retail", stages / "rl_seller_retail"),
+                     ("wholesale", stages / "rl_seller_joint")),
     })  # fmt: skip
 
 
@@ -1790,7 +1844,7 @@ def test_the_longer_and_larger_batch_retail_teachers_change_only_what_they_say()
         name = teacher.replace("seller_", "seller_stage3_")
         teachers = (("retail", runs / teacher), ("wholesale", stages / "rl_seller_joint"))
         _same_but(
-            f"experiments/{name}.toml", {"name": name, "teachers": teachers}, base="seller.toml"
+            f"experiments/{name}.toml", {"name": name, "teachers": teachers}, base=STAGE3
         )
 
 
@@ -1798,7 +1852,7 @@ def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
     """Stage 3 with a third base config, retail at 12 buyers, 6 products and 15 turns
     (nothing else changed), on which the retail teacher teaches too; still smaller, once
     jittered, than the held-out `large` (16 buyers, 8 products)."""
-    shipped = load_train_config("agents/rl/configs/seller.toml")
+    shipped = load_train_config(f"agents/rl/configs/{STAGE3}")
     (_, retail), (_, wholesale) = shipped.family.configs
     retail12 = dataclasses.replace(retail, buyers=12, products=6, turns=15)
     family = dataclasses.replace(
@@ -1828,7 +1882,7 @@ def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():
         _same_but(
             f"experiments/{name}.toml",
             {"name": name, "family": family, "teachers": teachers},
-            base="seller.toml",
+            base=STAGE3,
             planned=planned,
         )
     # Its teacher: the stage 2 trained with planned matches, on retail and retail12.
@@ -1845,7 +1899,7 @@ def test_the_stage_within_its_plan_changes_only_that():
     _same_but(
         "experiments/seller_within_plan.toml",
         {"name": "seller_within_plan", "within_plan": True},
-        base="seller.toml",
+        base=STAGE3,
         planned=True,  # measured after seller.toml planned its matches
     )
 
@@ -1869,7 +1923,7 @@ def test_the_planned_stages_change_only_what_they_say():
             f"experiments/{name}.toml",
             {"name": name, **start,
              "teachers": (("retail", runs / "seller_retail_planned"), ("wholesale", wholesale))},
-            base="seller.toml", planned=True,
+            base=STAGE3, planned=True,
         )  # fmt: skip
 
 
@@ -1885,7 +1939,7 @@ def test_the_stages_trained_with_planned_matches_change_only_that():
         {"name": "seller_stage3_retail_planned_features",
          "teachers": (("retail", runs / "seller_retail_planned_features"),
                       ("wholesale", stages / "rl_seller_joint"))},
-        base="seller.toml", planned=True,
+        base=STAGE3, planned=True,
     )  # fmt: skip
 
 

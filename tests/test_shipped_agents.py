@@ -45,15 +45,24 @@ def test_shipped_agents_are_registered_from_their_checkpoints(name, side):
     assert (SHIPPED / name / "curve.csv").read_text().startswith("iteration,")
 
 
-@pytest.mark.parametrize("stage", ["rl_seller_joint", "rl_seller_retail"])
-def test_the_shipped_sellers_stages_are_what_their_configs_write(stage):
-    """rl_seller is trained in three stages (agents/rl/configs/seller.toml): its start and
-    its teachers are the shipped stage checkpoints, each recording its own config file."""
+@pytest.mark.parametrize(
+    ("stage", "final"),
+    [
+        ("rl_seller_retail_plan", "seller.toml"),
+        ("rl_seller_wholesale", "seller.toml"),
+        # The previous recipe's stages, kept for the experiments measured against it.
+        ("rl_seller_joint", "experiments/seller_stage3.toml"),
+        ("rl_seller_retail", "experiments/seller_stage3.toml"),
+    ],
+)
+def test_the_shipped_sellers_stages_are_what_their_configs_write(stage, final):
+    """rl_seller is trained in stages (agents/rl/configs/seller.toml): its start and its
+    teachers are the shipped stage checkpoints, each recording its own config file."""
     meta = json.loads((SHIPPED / "stages" / stage / "config.json").read_text())
     assert meta["policy"]["name"] == stage
     config = ROOT / "agents" / "rl" / "configs" / f"{stage.removeprefix('rl_')}.toml"
     assert meta["training"] == json.loads(json.dumps(load_train_config(str(config)).to_dict()))
-    final = load_train_config(str(ROOT / "agents" / "rl" / "configs" / "seller.toml"))
+    final = load_train_config(str(ROOT / "agents" / "rl" / "configs" / final))
     used = {Path(final.resolve(p)).resolve() for p in [final.init, *dict(final.teachers).values()]}
     assert (SHIPPED / "stages" / stage).resolve() in used
 
@@ -111,17 +120,23 @@ def test_the_shipped_seller_outearns_every_scripted_seller_where_it_is_clear(gen
         assert lower > 0, (config, buyers, other, lower)
 
 
-@pytest.mark.parametrize("config", ["retail", "wholesale"])
-def test_the_shipped_buyer_outearns_the_best_scripted_buyer(gen, config):
+@pytest.mark.parametrize(("config", "ahead"), [("retail", True), ("wholesale", False)])
+def test_the_shipped_buyer_outearns_the_best_scripted_buyer(gen, config, ahead):
     """Against rl_seller, every buyer playing rl_buyer earns more than every buyer playing
-    the best scripted buyer (paired interval above 0; the 1.2x aim is the benchmark's);
-    against the scripted sellers, more on average than every scripted buyer."""
+    the best scripted buyer in retail (paired interval above 0; the 1.2x aim is the
+    benchmark's). In wholesale this seller leaves every buyer who bargains about as much
+    (README, "Does it beat the baselines"): there rl_buyer is level with the best one,
+    within 3% of its surplus either way. Against the scripted sellers it earns more on
+    average than every scripted buyer, on both configs."""
     vs_rl = {b: _play(gen, config, "rl_seller", b, "buyer_surplus") for b in gen.SCRIPTED_BUYERS}
     best = max(vs_rl, key=lambda b: vs_rl[b].mean())
-    _, lower, _ = gen._paired(
-        _play(gen, config, "rl_seller", "rl_buyer", "buyer_surplus"), vs_rl[best]
-    )
-    assert lower > 0, (config, best, lower)
+    mine_vs_rl = _play(gen, config, "rl_seller", "rl_buyer", "buyer_surplus")
+    _, lower, upper = gen._paired(mine_vs_rl, vs_rl[best])
+    if ahead:
+        assert lower > 0, (config, best, lower)
+    else:
+        width = 0.03 * vs_rl[best].mean()
+        assert -width < lower and upper < width, (config, best, lower, upper)
 
     def mean_over_scripted_sellers(buyers: str) -> float:
         return np.mean(

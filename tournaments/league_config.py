@@ -229,6 +229,8 @@ def league_from_dict(
         if not isinstance(pool, list) or not pool or not all(isinstance(x, str) for x in pool):
             raise LeagueError(f"{side}.pool: a non-empty list of entries")
         init = _checkpoint_dir(table.get("init", ""), base, f"{side}.init")
+        for key in ("init", "exploit_init"):
+            _check_start(train, table.get(key, table.get("init", "")), base, f"{side}.{key}")
         sides[side] = SideConfig(
             side=side,
             base=train,
@@ -284,6 +286,21 @@ def _entry_path(name: str, base: str) -> str:
         return name
     suffix = DISCLOSED_SUFFIX if name.endswith(DISCLOSED_SUFFIX) else ""
     return _path(name.removesuffix(suffix), base) + suffix
+
+
+def _check_start(train, name: str, base: str, what: str) -> None:
+    """A learner's start must be one the side's training config can train on (the same
+    features): found when the config is read, not a round into the league."""
+    path = _checkpoint_dir(name, base, what)
+    if not path:
+        return
+    from agents.rl.checkpoint import CheckpointError
+    from agents.rl.ppo import TrainError, start_policy
+
+    try:
+        start_policy(dataclasses.replace(train, init=path))
+    except (TrainError, CheckpointError) as err:
+        raise LeagueError(f"{what}: {err}") from None
 
 
 def _checkpoint_dir(name: str, base: str, what: str) -> str:

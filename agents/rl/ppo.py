@@ -768,7 +768,10 @@ def _short(name: str) -> str:
 
 
 # ---------------------------------------------------------------------- the loop
-def _new_policy(cfg: TrainConfig):
+def start_policy(cfg: TrainConfig):
+    """The policy a run starts from: ``train.init``'s checkpoint with the config's play
+    options, or fresh weights. A start that sees other features than the config asks for
+    is a ``TrainError``."""
     if cfg.init:
         policy = checkpoint.load(cfg.resolve(cfg.init), seed=cfg.seed, greedy=False)
         want = RLSeller if cfg.side == "seller" else RLBuyer
@@ -876,7 +879,7 @@ def train(
         if (out / STATE_JSON).exists():
             raise TrainError(f"{out}: a run is already there (use --resume, or a new --out)")
         out.mkdir(parents=True, exist_ok=True)
-        policy = _new_policy(cfg)
+        policy = start_policy(cfg)
     policy.net.to(device)
     optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.lr, eps=1e-5)
     start = 0

@@ -1843,9 +1843,7 @@ def test_the_longer_and_larger_batch_retail_teachers_change_only_what_they_say()
     for teacher in ("seller_retail_long", "seller_retail_big"):
         name = teacher.replace("seller_", "seller_stage3_")
         teachers = (("retail", runs / teacher), ("wholesale", stages / "rl_seller_joint"))
-        _same_but(
-            f"experiments/{name}.toml", {"name": name, "teachers": teachers}, base=STAGE3
-        )
+        _same_but(f"experiments/{name}.toml", {"name": name, "teachers": teachers}, base=STAGE3)
 
 
 def test_the_stage_3_with_a_larger_retail_config_changes_only_what_it_says():

@@ -538,8 +538,10 @@ def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_cho
     assert "within_plan" not in _tiny(tmp_path).to_dict()  # as records from before it read
     assert start_policy(_tiny(tmp_path, within_plan=True)).within_plan is True
     start = str(checkpoint.save(tmp_path / "ck2", within, name="within"))
-    assert start_policy(_tiny(tmp_path, init=start)).within_plan is True  # unset: its own
-    assert start_policy(_tiny(tmp_path, init=start, within_plan=False)).within_plan is False
+    sees = shipped.plan_feature  # a run from it must ask for the features it sees
+    assert start_policy(_tiny(tmp_path, init=start, plan_feature=sees)).within_plan is True
+    off = _tiny(tmp_path, init=start, plan_feature=sees, within_plan=False)
+    assert start_policy(off).within_plan is False  # set: the config's
     with pytest.raises(ValueError, match="train.within_plan"):
         _tiny(tmp_path, within_plan="yes")
     with pytest.raises(ValueError, match="seller-side"):

@@ -296,6 +296,10 @@ def test_a_learner_start_with_other_features_than_its_config_is_one_clear_error(
     path = _config(tmp_path, "bad", LEAGUE.replace(*start, 1))
     with pytest.raises(LeagueError, match=r"seller\.init: .*train\.plan_feature = false"):
         load_league_config(str(path))
+    best_response = ('config = "seller.toml"', 'config = "seller.toml"\nexploit_init = "./ck"')
+    path = _config(tmp_path, "bad", LEAGUE.replace(*best_response, 1))
+    with pytest.raises(LeagueError, match=r"seller\.exploit_init: .*train\.plan_feature"):
+        load_league_config(str(path))
     plan = "exploit_iterations = 2\n[seller.train]\nplan_feature = true\n"
     fixed = LEAGUE.replace(*start, 1).replace("exploit_iterations = 2\n", plan, 1)
     cfg = load_league_config(str(_config(tmp_path, "good", fixed)))

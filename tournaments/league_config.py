@@ -229,8 +229,12 @@ def league_from_dict(
         if not isinstance(pool, list) or not pool or not all(isinstance(x, str) for x in pool):
             raise LeagueError(f"{side}.pool: a non-empty list of entries")
         init = _checkpoint_dir(table.get("init", ""), base, f"{side}.init")
-        for key in ("init", "exploit_init"):
-            _check_start(train, table.get(key, table.get("init", "")), base, f"{side}.{key}")
+        exploit_init = _checkpoint_dir(
+            table.get("exploit_init", table.get("init", "")), base, f"{side}.exploit_init"
+        )
+        _check_start(train, init, f"{side}.init")
+        if exploit_init != init:
+            _check_start(train, exploit_init, f"{side}.exploit_init")
         sides[side] = SideConfig(
             side=side,
             base=train,
@@ -240,9 +244,7 @@ def league_from_dict(
             exploit_iterations=_pos(
                 table.get("exploit_iterations", 10), f"{side}.exploit_iterations"
             ),
-            exploit_init=_checkpoint_dir(
-                table.get("exploit_init", table.get("init", "")), base, f"{side}.exploit_init"
-            ),
+            exploit_init=exploit_init,
         )
     t = dict(data.get("tournament", {}))
     for key in ("sellers", "buyers"):
@@ -288,10 +290,10 @@ def _entry_path(name: str, base: str) -> str:
     return _path(name.removesuffix(suffix), base) + suffix
 
 
-def _check_start(train, name: str, base: str, what: str) -> None:
-    """A learner's start must be one the side's training config can train on (the same
-    features): found when the config is read, not a round into the league."""
-    path = _checkpoint_dir(name, base, what)
+def _check_start(train, path: str, what: str) -> None:
+    """A learner's start (a checkpoint directory, or "" for fresh weights) must be one the
+    side's training config can train on (the same features): found when the config is
+    read, not a round into the league."""
     if not path:
         return
     from agents.rl.checkpoint import CheckpointError

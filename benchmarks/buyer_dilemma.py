@@ -38,7 +38,13 @@ from agents.evaluate import mean_ci  # noqa: E402
 from agents.population import Population  # noqa: E402
 from agents.rollout import play_batch  # noqa: E402
 from arena.generator import MarketBatch, generate_batch  # noqa: E402
-from benchmarks.generalization import CONFIGS, SEED, chosen_configs  # noqa: E402
+from benchmarks.generalization import (  # noqa: E402
+    CONFIGS,
+    SEED,
+    add_threads_flag,
+    chosen_configs,
+    use_threads,
+)
 
 
 def buyers(crowd: str, newcomer: str, n: int) -> Population:
@@ -130,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markets", type=int, default=2000, help="markets per config")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
+    add_threads_flag(ap)
     args = ap.parse_args(argv)
     try:  # every entry builds before anything is played
+        use_threads(args.threads)
         if len(set(args.buyers)) < 2:
             raise ValueError("name two buyers at least")
         if args.markets < 2:

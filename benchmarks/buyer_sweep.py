@@ -39,7 +39,9 @@ from benchmarks.generalization import (  # noqa: E402
     CONFIGS,
     SCRIPTED_BUYERS,
     SEED,
+    add_threads_flag,
     chosen_configs,
+    use_threads,
 )
 
 GRID: tuple[tuple[str, dict], ...] = (
@@ -106,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs")
     ap.add_argument("--top", type=int, default=3, help="best settings shown per config")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
+    add_threads_flag(ap)
     args = ap.parse_args(argv)
     try:  # every entry builds before anything is played
+        use_threads(args.threads)
         if args.markets < 2:
             raise ValueError("--markets: 2 at least")
         if args.top < 1:

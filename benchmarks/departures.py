@@ -43,7 +43,13 @@ from agents.scripted.sellers import GreedyMatcher  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
 from arena.metrics import welfare_bounds  # noqa: E402
 from arena.observation import SellerObs  # noqa: E402
-from benchmarks.generalization import CONFIGS, RETAIL, SEED  # noqa: E402
+from benchmarks.generalization import (  # noqa: E402
+    CONFIGS,
+    RETAIL,
+    SEED,
+    add_threads_flag,
+    use_threads,
+)
 
 # Retail (8 buyers, 4 products, 12 turns: 1.5 turns a buyer) with fewer turns a buyer
 # inside its training family (jitter: +-2 buyers and turns, +-1 product), then grown
@@ -193,10 +199,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SELLER",
         help="with --sizes: the seller the others are compared with",
     )
+    add_threads_flag(ap)
     args = ap.parse_args(argv)
     if args.baseline != "greedy_matcher" and not args.sizes:
         ap.error("--baseline goes with --sizes (the pair counts are the greedy matcher's)")
     try:  # every entry builds before anything is played
+        use_threads(args.threads)
         for name in (*args.sellers, args.baseline):
             _seller(name)
         registry.make_buyers(args.buyers, seed=0)

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 from tabulate import tabulate
 
 from agents import registry
@@ -113,6 +114,27 @@ BUYERS = (
     (MIXED, "mandatory"),
 )
 SCRIPTED_BUYERS = ("truthful", "threshold", "haggler", "noisy_human", "strategic")
+
+
+def add_threads_flag(ap: argparse.ArgumentParser) -> None:
+    """``--threads``: the torch threads the trained policies play with (see ``use_threads``)."""
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of the trained policies (default 1: on a 2-core machine a "
+        "second thread buys little alone and costs much beside another busy process)",
+    )
+
+
+def use_threads(threads: int) -> None:
+    """Play the trained policies on ``threads`` torch threads (a ValueError below 1).
+    Left at torch's default (one a core), a benchmark beside another busy process on 2
+    cores spins against it: a 5,000-market generalization run took 32 min beside a
+    training run that way."""
+    if threads < 1:
+        raise ValueError("--threads: 1 at least")
+    torch.set_num_threads(threads)
 
 
 def chosen_configs(text: str) -> list[str]:
@@ -419,7 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         help="other buyer checkpoints to score as rl_buyer is (against rl_seller and the "
         "scripted sellers)",
     )
+    add_threads_flag(ap)
     args = ap.parse_args(argv)
+    try:
+        use_threads(args.threads)
+    except ValueError as err:
+        print(f"benchmarks/generalization.py: error: {err}", file=sys.stderr)
+        return 2
     sides = [(run, "seller") for run in args.seed_runs + args.candidates]
     for run, side in sides + [(run, "buyer") for run in args.buyer_candidates]:
         problem = _not_a(run, side)

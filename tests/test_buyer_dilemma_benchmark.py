@@ -85,8 +85,9 @@ def test_the_table_and_bad_input(dil, capsys):
     assert dil.main(["truthful", "nobody", "--markets", "5"]) == 2
     assert dil.main(["truthful", "haggler", "--configs", "mars", "--markets", "5"]) == 2
     assert dil.main(["truthful", "haggler", "--seller", "nobody", "--markets", "5"]) == 2
+    assert dil.main(["truthful", "haggler", "--threads", "0", "--markets", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 4 and all(
+    assert len(err) == 5 and all(
         line.startswith("benchmarks/buyer_dilemma.py: error:") for line in err
     )
     assert dil.main(["truthful", "haggler", "--seller", "greedy_matcher", "--markets", "20",

@@ -55,6 +55,7 @@ def test_bad_flags_are_one_error_line(sweep, capsys):
         ["--configs", "mars"],
         ["--configs", ","],
         ["--seller", "nobody"],
+        ["--threads", "0"],
     ):
         assert sweep.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -38,8 +38,9 @@ def test_the_table_and_a_bad_entry(dep, capsys):
     assert float(rows[1][4]) < 1.0 and rows[1][5].startswith("-")
     assert dep.main(["no_such_seller", "--markets", "5"]) == 2
     assert dep.main(["greedy_matcher", "--buyers", "nobody", "--markets", "5"]) == 2
+    assert dep.main(["greedy_matcher", "--threads", "0", "--markets", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and all("error:" in line for line in err)
+    assert len(err) == 3 and all("error:" in line for line in err)
     for bad in (
         "greedy_matcher:patience",
         "greedy_matcher:patience=x",

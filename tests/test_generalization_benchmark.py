@@ -170,6 +170,19 @@ def test_seeds_only_prints_the_seed_table_of_the_whole_run(gen, tmp_path, capsys
     assert "--seeds-only needs --seed-runs" in err and err.count("\n") == 1
 
 
+def test_threads_set_the_torch_threads_and_zero_is_one_line_and_exit_2(gen, capsys):
+    before = torch.get_num_threads()
+    try:
+        for threads in (2, 1):
+            gen.use_threads(threads)
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    assert gen.main(["--markets", "12", "--threads", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--threads: 1 at least" in err and err.count("\n") == 1
+
+
 def test_a_run_that_is_not_a_checkpoint_is_one_line_and_exit_2(gen, tmp_path, capsys):
     assert gen.main(["--markets", "12", "--candidates", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err

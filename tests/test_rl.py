@@ -2039,6 +2039,44 @@ def test_the_stages_that_see_their_plan_change_only_that():
         assert cfg.buyers + j["buyers"][1] == 14 and cfg.products + j["products"][1] == 7
 
 
+def test_the_scarce_turn_experiments_change_only_what_they_say():
+    """The shipped retail specialist with scarcer turns (and more sizes), and the shipped
+    stage 2 started from and taught by each, its retail batches jittered alike; no market
+    trained on is as large as `large`."""
+    runs = Path("runs").resolve()
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    shipped = load_train_config("agents/rl/configs/seller_retail_plan.toml")
+    jitter = dict(shipped.family.jitter)
+    scarce = {**jitter, "turns": (-4.0, 2.0)}
+    sizes = {**scarce, "buyers": (-2.0, 4.0), "products": (-1.0, 2.0)}
+    for name, ranges in (("scarce", scarce), ("scarce_sizes", sizes)):
+        family = dataclasses.replace(shipped.family, jitter=tuple(ranges.items()))
+        _same_but(
+            f"experiments/seller_retail_plan_{name}.toml",
+            {"name": f"seller_retail_plan_{name}", "family": family},
+            base="seller_retail_plan.toml",
+        )
+    stage2 = load_train_config("agents/rl/configs/seller.toml")
+    for name, own in (
+        ("scarce", (("turns", (-4.0, 2.0)),)),
+        ("scarce_sizes", (("turns", (-4.0, 2.0)), ("buyers", (-2.0, 4.0)),
+                          ("products", (-1.0, 2.0)))),
+    ):  # fmt: skip
+        specialist = runs / f"seller_retail_plan_{name}"
+        family = dataclasses.replace(stage2.family, config_jitter=(("retail", own),))
+        _same_but(
+            f"experiments/seller_plan_{name}.toml",
+            {"name": f"seller_plan_{name}", "init": specialist,
+             "teachers": (("retail", specialist), ("wholesale", stages / "rl_seller_wholesale")),
+             "family": family},
+            base="seller.toml",
+        )  # fmt: skip
+        cfg = load_train_config(f"agents/rl/configs/experiments/seller_plan_{name}.toml")
+        for config, market in cfg.family.configs:
+            j = dict(cfg.family.jitter_for(config))
+            assert market.buyers + j["buyers"][1] < 16 and market.products + j["products"][1] < 8
+
+
 def _seed_1_from_its_specialist(recipe: str, wholesale: Path) -> None:
     """``experiments/{recipe}_seed1.toml``: the recipe with training seed 1, started from
     and taught on retail by the plan-feature retail specialist trained with seed 1."""

@@ -1589,6 +1589,49 @@ def test_the_expert_pull_can_be_kept_to_some_base_configs(tmp_path):
         dataclasses.replace(cfg, expert_coef=0.0)
 
 
+def test_the_expert_pull_can_be_kept_to_some_opponents_rows(tmp_path):
+    """``train.expert_opponents``: only the named opponents' rows are pulled, each as hard
+    as without the option; a pull on no opponent's rows trains as no pull at all, to the
+    bit; names are checked."""
+    from agents.rl.ppo import expert_rows
+
+    cfg = _tiny(tmp_path, expert_coef=1.0, expert_pull="pair", expert_opponents=("haggler",))
+    groups = [np.arange(0, 20), np.arange(20, 32)]
+    assert expert_rows(cfg, groups, 32).tolist() == [0.0] * 20 + [1.0] * 12
+    runs = {}
+    for name, kw in {
+        "none": dict(expert_coef=0.0),
+        "haggler": dict(expert_coef=1.0, expert_pull="pair", expert_opponents=("haggler",)),
+        "all": dict(expert_coef=1.0, expert_pull="pair"),
+    }.items():
+        run = train(_tiny(tmp_path, name=f"x_{name}", **kw), tmp_path / name, progress=False)
+        rows = [r for r in csv.DictReader(open(run / "curve.csv")) if r["phase"] == "train"]
+        runs[name] = (load_file(str(run / "model.safetensors")), rows)
+    (none, _), (half, half_rows), (full, full_rows) = runs["none"], runs["haggler"], runs["all"]
+    assert any(not torch.equal(none[k], half[k]) for k in none)  # the haggler rows pulled
+    assert any(not torch.equal(half[k], full[k]) for k in half)  # ... and no other rows
+    # The first update starts from the same weights and data: a pull on 12 rows of 32 is
+    # the mean over all 32 rows of the pull on those 12.
+    assert 0.0 < float(half_rows[0]["expert_nll"]) < float(full_rows[0]["expert_nll"])
+    idle = (Opponent("truthful"), Opponent("haggler", weight=0.0))  # the haggler plays no row
+    unpulled, nobody = (
+        load_file(str(train(_tiny(tmp_path, name="x_idle", opponents=idle, **kw),
+                            tmp_path / where, progress=False) / "model.safetensors"))
+        for where, kw in (
+            ("unpulled", dict(expert_coef=0.0)),
+            ("nobody", dict(expert_coef=1.0, expert_pull="pair", expert_opponents=("haggler",))),
+        )
+    )  # fmt: skip
+    assert all(torch.equal(unpulled[k], nobody[k]) for k in unpulled)
+    for kw, words in [
+        (dict(expert_opponents=("strategic",)), "not among the \\[\\[opponents\\]\\]"),
+        (dict(expert_opponents="haggler"), "write a list"),
+        (dict(expert_coef=0.0), "needs train.expert_coef"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            dataclasses.replace(cfg, **kw)
+
+
 def test_one_base_config_may_jitter_its_own_ranges(tmp_path):
     """``family.config_jitter``: one config's batches draw from their own ranges, field
     by field; the other configs draw exactly as without it; it is read from TOML, merged

@@ -268,6 +268,13 @@ class TrainConfig:
     """The base configs (of ``[family]``) whose batches get the expert pull; empty: every
     batch. A pull on retail-like batches alone asks the seller to keep the expert's pair
     there and leaves it free to depart where the signals mislead the expert."""
+    expert_opponents: tuple[str, ...] = ()
+    """The ``[[opponents]]`` (by name) whose rows get the expert pull; empty: every row.
+    A pull on the rows of buyers who take any price up to their value (truthful, noisy
+    humans) asks the seller to keep the expert's pair until the answers say otherwise,
+    and leaves it free to depart against buyers who hold out. The loss reads which
+    opponent plays a row (training knows it; the policy sees only the answers), and a
+    pulled row is pulled as hard as with the option unset."""
     expert_pull: str = "move"
     """What ``expert_coef`` pulls toward: "move" (the expert's pair and its price level)
     or "pair" (the pair alone, prices left to the learner and its warm start)."""
@@ -401,6 +408,17 @@ class TrainConfig:
             )
         if self.expert_configs and not self.expert_coef:
             raise ValueError("train.expert_configs: needs train.expert_coef > 0")
+        if isinstance(self.expert_opponents, str):
+            raise ValueError("train.expert_opponents: write a list of [[opponents]] names")
+        object.__setattr__(self, "expert_opponents", tuple(str(o) for o in self.expert_opponents))
+        playing = [o.name for o in self.opponents]
+        unknown = [o for o in self.expert_opponents if o not in playing]
+        if unknown:
+            raise ValueError(
+                f"train.expert_opponents: {unknown[0]!r} is not among the [[opponents]] ({playing})"
+            )
+        if self.expert_opponents and not self.expert_coef:
+            raise ValueError("train.expert_opponents: needs train.expert_coef > 0")
         self._check_teachers(names)
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")

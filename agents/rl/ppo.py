@@ -189,9 +189,22 @@ def seller_rollout(
     data["pair"] = data["pair"].long()
     data["level"] = data["level"].long()
     data["expert_pair"] = data["expert_pair"].long()
+    if cfg.expert_opponents:  # the rows the expert pull reaches, at every step
+        rows = expert_rows(cfg, env.groups, cfg.batch_size)
+        data["expert_rows"] = torch.from_numpy(np.tile(rows, steps)).float()
     stats = _episode_stats(episodes)
     stats["step_reward"] = float(reward.mean())
     return Rollout(data, stats)
+
+
+def expert_rows(cfg: TrainConfig, groups: list[np.ndarray], batch_size: int) -> np.ndarray:
+    """(B,) 1.0 on the rows played by an opponent named in ``cfg.expert_opponents`` (each
+    opponent plays its block of rows, ``groups``, for the environment's life), else 0."""
+    rows = np.zeros(batch_size)
+    for opp, g in zip(cfg.opponents, groups, strict=True):
+        if opp.name in cfg.expert_opponents:
+            rows[g] = 1.0
+    return rows
 
 
 def gae(reward, value, done, last_value, gamma: float, lam: float) -> np.ndarray:
@@ -681,11 +694,12 @@ def _expert_nll(
     proved better."""
     pair = data["expert_pair"][idx]
     nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0]
-    if pull == "pair":
-        return nll.mean()
-    same = (data["pair"][idx] == pair).to(nll.dtype)
-    level = torch.log_softmax(plog, -1)[:, policy.expert_level]
-    return (nll - same * level).mean()
+    if pull != "pair":
+        same = (data["pair"][idx] == pair).to(nll.dtype)
+        nll = nll - same * torch.log_softmax(plog, -1)[:, policy.expert_level]
+    if "expert_rows" in data:  # train.expert_opponents: the other rows are not pulled
+        nll = nll * data["expert_rows"][idx]
+    return nll.mean()
 
 
 def _disclosure_update(policy: RLBuyer, optimizer, data: dict, cfg: TrainConfig,

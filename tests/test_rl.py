@@ -2120,6 +2120,40 @@ def test_the_scarce_turn_experiments_change_only_what_they_say():
             assert market.buyers + j["buyers"][1] < 16 and market.products + j["products"][1] < 8
 
 
+def test_the_plan_pull_experiments_change_only_what_they_say():
+    """The shipped retail specialist pulled toward the plan's pair (on every row, or on
+    the naive buyers' rows alone), and the shipped stage 2 started from and taught by
+    each; one stage 2 also pulled on retail batches."""
+    runs = Path("runs").resolve()
+    wholesale = Path("agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()
+    naive = ("truthful", "noisy_human")
+    for name, coef, rows in (
+        ("pull005", 0.05, ()),
+        ("pull02", 0.2, ()),
+        ("naive_pull005", 0.05, naive),
+        ("naive_pull01", 0.1, naive),
+    ):
+        changed = {"name": f"seller_retail_plan_{name}", "expert_coef": coef, "expert_pull": "pair"}
+        if rows:
+            changed["expert_opponents"] = rows
+        _same_but(f"experiments/seller_retail_plan_{name}.toml", changed, "seller_retail_plan.toml")
+        if name == "pull02":
+            continue
+        specialist = runs / f"seller_retail_plan_{name}"
+        _same_but(
+            f"experiments/seller_plan_{name}.toml",
+            {"name": f"seller_plan_{name}", "init": specialist,
+             "teachers": (("retail", specialist), ("wholesale", wholesale))},
+            base="seller.toml",
+        )  # fmt: skip
+    _same_but(
+        "experiments/seller_plan_pull005_retail_pull.toml",
+        {"name": "seller_plan_pull005_retail_pull", "expert_coef": 0.05, "expert_pull": "pair",
+         "expert_configs": ("retail",)},
+        base="experiments/seller_plan_pull005.toml",
+    )  # fmt: skip
+
+
 def _seed_1_from_its_specialist(recipe: str, wholesale: Path) -> None:
     """``experiments/{recipe}_seed1.toml``: the recipe with training seed 1, started from
     and taught on retail by the plan-feature retail specialist trained with seed 1."""

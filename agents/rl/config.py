@@ -467,7 +467,13 @@ class TrainConfig:
         out.pop("source")
         # Fields newer than the first records are left out at their defaults, so that
         # those records still read as they were written.
-        for newer in ("pooled", "prior_feature", "plan_feature", "imitation_spare"):
+        for newer in (
+            "pooled",
+            "prior_feature",
+            "plan_feature",
+            "imitation_spare",
+            "expert_opponents",
+        ):
             if not out[newer]:
                 out.pop(newer)
         if self.teacher_coefs:

@@ -1314,8 +1314,9 @@ def _same_but(
 
 def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
     """The shipped recipe: two specialists, retail (seller_retail.toml with planned matches
-    and the plan feature) and wholesale (stage 1's config on wholesale batches for 100
-    iterations), then stage 2 from the retail one with both teaching."""
+    and the plan feature, pulled toward its plan on the naive buyers' rows) and wholesale
+    (stage 1's config on wholesale batches for 100 iterations), then stage 2 from the
+    retail one with both teaching."""
     joint = load_train_config("agents/rl/configs/seller_joint.toml")
     assert joint.name == "rl_seller_joint" and joint.family.configs[0][0] == "retail"
     retail = dataclasses.replace(joint.family, configs=joint.family.configs[:1])
@@ -1328,19 +1329,55 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         base="seller_retail.toml",
     )
     _same_but(
+        "seller_retail_naive_pull.toml",
+        {"name": "rl_seller_retail_naive_pull", "expert_coef": 0.05, "expert_pull": "pair",
+         "expert_opponents": ("truthful", "noisy_human")},
+        base="seller_retail_plan.toml",
+    )  # fmt: skip
+    _same_but(
         "seller_wholesale.toml",
         {"name": "rl_seller_wholesale", "family": wholesale, "iterations": 100},
     )
     stages = "../checkpoints/stages/"
     _same_but("seller.toml", {
-        "name": "rl_seller", "init": stages + "rl_seller_retail_plan",  # 200 iterations too
+        "name": "rl_seller", "init": stages + "rl_seller_retail_naive_pull",  # 200 iterations
         "imitate": "", "imitation_iterations": 0, "teacher_coef": 1.0,
         "teacher_coefs": (("wholesale", 0.5),), "signal_prior": 0.25, "assignment": True,
         "plan_feature": True,
-        "teachers": (("retail", stages + "rl_seller_retail_plan"),
+        "teachers": (("retail", stages + "rl_seller_retail_naive_pull"),
                      ("wholesale", stages + "rl_seller_wholesale")),
     })  # fmt: skip
     runs = Path("runs").resolve()  # where the experiment commands wrote what was measured
+    _same_but(  # the shipped recipe, measured first as experiments
+        "experiments/seller_plan_naive_pull005.toml",
+        {"name": "seller_plan_naive_pull005", "init": runs / "seller_retail_plan_naive_pull005",
+         "teachers": (("retail", runs / "seller_retail_plan_naive_pull005"),
+                      ("wholesale", Path("agents/rl/checkpoints/stages/rl_seller_wholesale")
+                       .resolve()))},
+        base="seller.toml",
+    )  # fmt: skip
+    _same_but(
+        "experiments/seller_retail_plan_naive_pull005.toml",
+        {"name": "seller_retail_plan_naive_pull005"},
+        base="seller_retail_naive_pull.toml",
+    )
+    for seed in (1, 2):  # its seeds, each from its specialists trained with that seed
+        _same_but(
+            f"experiments/seller_plan_naive_pull005_seed{seed}.toml",
+            {"name": f"seller_plan_naive_pull005_seed{seed}", "seed": seed,
+             "init": runs / f"seller_retail_plan_naive_pull005_seed{seed}",
+             "teachers": (("retail", runs / f"seller_retail_plan_naive_pull005_seed{seed}"),
+                          ("wholesale", runs / f"seller_wholesale100_seed{seed}"))},
+            base="seller.toml",
+        )  # fmt: skip
+    plan = Path("agents/rl/checkpoints/stages/rl_seller_retail_plan").resolve()
+    _same_but(  # the plan-feature recipe's stage 2, as it shipped before
+        "experiments/seller_plan_stage2.toml",
+        {"name": "seller_plan_stage2", "init": plan,
+         "teachers": (("retail", plan), ("wholesale", Path(
+             "agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()))},
+        base="seller.toml",
+    )  # fmt: skip
     _same_but(  # the shipped recipe, measured first as experiments
         "experiments/seller_plan_feature_w100.toml",
         {"name": "seller_plan_feature_w100", "init": runs / "seller_retail_plan_feature",

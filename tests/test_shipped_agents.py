@@ -48,8 +48,10 @@ def test_shipped_agents_are_registered_from_their_checkpoints(name, side):
 @pytest.mark.parametrize(
     ("stage", "final"),
     [
-        ("rl_seller_retail_plan", "seller.toml"),
+        ("rl_seller_retail_naive_pull", "seller.toml"),
         ("rl_seller_wholesale", "seller.toml"),
+        # The plan-feature recipe's retail specialist, shipped before the naive pull.
+        ("rl_seller_retail_plan", "experiments/seller_plan_stage2.toml"),
         # The previous recipe's stages, kept for the experiments measured against it.
         ("rl_seller_joint", "experiments/seller_stage3.toml"),
         ("rl_seller_retail", "experiments/seller_stage3.toml"),

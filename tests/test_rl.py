@@ -519,10 +519,11 @@ def test_a_seller_within_its_plan_picks_matched_pairs_and_trains_on_the_same_cho
             _the_played_logp_is_recomputed(seller, d)
             _truthful_answer(engine, d.action)
         assert checked > 100
-    plain = RLSeller(shipped.net, signal_prior=shipped.signal_prior, assignment=True)
-    within = RLSeller(
-        shipped.net, signal_prior=shipped.signal_prior, assignment=True, within_plan=True
-    )
+    # The shipped seller keeps to its plan against truthful buyers; the specialist shipped
+    # before it leaves the plan there, so the option changes its play.
+    leaves = checkpoint.load(Path("agents/rl/checkpoints/stages/rl_seller_retail_plan"))
+    plain = RLSeller(leaves.net, assignment=True)
+    within = RLSeller(leaves.net, assignment=True, within_plan=True)
     a = play_markets(cfg, 4, range(200), plain, Truthful())
     b = play_markets(cfg, 4, range(200), within, Truthful())
     assert not np.array_equal(a["profit"], b["profit"])
@@ -599,8 +600,11 @@ def test_a_seller_on_the_experts_pair_offers_the_assignment_matchers_pair(tmp_pa
             _the_played_logp_is_recomputed(seller, d)
             _truthful_answer(engine, d.action)
         assert checked > 100 and priced > 0  # the same pairs, not the same prices
-    plain = RLSeller(shipped.net, assignment=True)
-    on = RLSeller(shipped.net, assignment=True, expert_pair=True)
+    # As above: a seller that leaves the plan against truthful buyers, so that the option
+    # changes its play.
+    leaves = checkpoint.load(Path("agents/rl/checkpoints/stages/rl_seller_retail_plan"))
+    plain = RLSeller(leaves.net, assignment=True)
+    on = RLSeller(leaves.net, assignment=True, expert_pair=True)
     a = play_markets(cfg, 4, range(200), plain, Truthful())
     b = play_markets(cfg, 4, range(200), on, Truthful())
     assert not np.array_equal(a["profit"], b["profit"])
@@ -1361,15 +1365,7 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         {"name": "seller_retail_plan_naive_pull005"},
         base="seller_retail_naive_pull.toml",
     )
-    for seed in (1, 2):  # its seeds, each from its specialists trained with that seed
-        _same_but(
-            f"experiments/seller_plan_naive_pull005_seed{seed}.toml",
-            {"name": f"seller_plan_naive_pull005_seed{seed}", "seed": seed,
-             "init": runs / f"seller_retail_plan_naive_pull005_seed{seed}",
-             "teachers": (("retail", runs / f"seller_retail_plan_naive_pull005_seed{seed}"),
-                          ("wholesale", runs / f"seller_wholesale100_seed{seed}"))},
-            base="seller.toml",
-        )  # fmt: skip
+    _its_seeds("seller_plan_naive_pull005", "seller_retail_plan_naive_pull005")
     plan = Path("agents/rl/checkpoints/stages/rl_seller_retail_plan").resolve()
     _same_but(  # the plan-feature recipe's stage 2, as it shipped before
         "experiments/seller_plan_stage2.toml",
@@ -1378,7 +1374,7 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
              "agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()))},
         base="seller.toml",
     )  # fmt: skip
-    _same_but(  # the shipped recipe, measured first as experiments
+    _same_but(  # the plan-feature recipe shipped before, measured first as experiments
         "experiments/seller_plan_feature_w100.toml",
         {"name": "seller_plan_feature_w100", "init": runs / "seller_retail_plan_feature",
          "teachers": (("retail", runs / "seller_retail_plan_feature"),
@@ -1390,12 +1386,19 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         {"name": "seller_wholesale100"},
         base="seller_wholesale.toml",
     )
-    for seed in (1, 2):  # its seeds, each from its specialists trained with that seed
+    _its_seeds("seller_plan_feature_w100", "seller_retail_plan_feature")
+
+
+def _its_seeds(recipe: str, specialist: str) -> None:
+    """``experiments/{recipe}_seedN.toml`` (N = 1, 2): the shipped stage 2 from the retail
+    specialist ``specialist`` and the wholesale one, both trained with seed N."""
+    runs = Path("runs").resolve()
+    for seed in (1, 2):
         _same_but(
-            f"experiments/seller_plan_feature_w100_seed{seed}.toml",
-            {"name": f"seller_plan_feature_w100_seed{seed}", "seed": seed,
-             "init": runs / f"seller_retail_plan_feature_seed{seed}",
-             "teachers": (("retail", runs / f"seller_retail_plan_feature_seed{seed}"),
+            f"experiments/{recipe}_seed{seed}.toml",
+            {"name": f"{recipe}_seed{seed}", "seed": seed,
+             "init": runs / f"{specialist}_seed{seed}",
+             "teachers": (("retail", runs / f"{specialist}_seed{seed}"),
                           ("wholesale", runs / f"seller_wholesale100_seed{seed}"))},
             base="seller.toml",
         )  # fmt: skip

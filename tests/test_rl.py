@@ -1627,6 +1627,8 @@ def test_the_expert_pull_can_be_kept_to_some_base_configs(tmp_path):
         dataclasses.replace(cfg, expert_configs=("retail",))
     with pytest.raises(ValueError, match="needs train.expert_coef"):
         dataclasses.replace(cfg, expert_coef=0.0)
+    with pytest.raises(ValueError, match="write a list of names"):
+        dataclasses.replace(cfg, expert_configs="wide")
 
 
 def test_the_expert_pull_can_be_kept_to_some_opponents_rows(tmp_path):
@@ -1665,7 +1667,7 @@ def test_the_expert_pull_can_be_kept_to_some_opponents_rows(tmp_path):
     assert all(torch.equal(unpulled[k], nobody[k]) for k in unpulled)
     for kw, words in [
         (dict(expert_opponents=("strategic",)), "not among the \\[\\[opponents\\]\\]"),
-        (dict(expert_opponents="haggler"), "write a list"),
+        (dict(expert_opponents="haggler"), "write a list of names"),
         (dict(expert_coef=0.0), "needs train.expert_coef"),
     ]:
         with pytest.raises(ValueError, match=words):

@@ -399,31 +399,28 @@ class TrainConfig:
             raise ValueError(
                 f"train.expert_pull: expected 'move' or 'pair', got {self.expert_pull!r}"
             )
-        object.__setattr__(self, "expert_configs", tuple(str(c) for c in self.expert_configs))
         names = [name for name, _ in self.family.configs]
-        unknown = [c for c in self.expert_configs if c not in names]
-        if unknown:
-            raise ValueError(
-                f"train.expert_configs: {unknown[0]!r} is not in family.configs ({names})"
-            )
-        if self.expert_configs and not self.expert_coef:
-            raise ValueError("train.expert_configs: needs train.expert_coef > 0")
-        if isinstance(self.expert_opponents, str):
-            raise ValueError("train.expert_opponents: write a list of [[opponents]] names")
-        object.__setattr__(self, "expert_opponents", tuple(str(o) for o in self.expert_opponents))
+        self._check_expert_rows("expert_configs", names, "is not in family.configs")
         playing = [o.name for o in self.opponents]
-        unknown = [o for o in self.expert_opponents if o not in playing]
-        if unknown:
-            raise ValueError(
-                f"train.expert_opponents: {unknown[0]!r} is not among the [[opponents]] ({playing})"
-            )
-        if self.expert_opponents and not self.expert_coef:
-            raise ValueError("train.expert_opponents: needs train.expert_coef > 0")
+        self._check_expert_rows("expert_opponents", playing, "is not among the [[opponents]]")
         self._check_teachers(names)
         if self.imitate and self.side != "seller":
             raise ValueError("train.imitate: only the seller side has a teacher")
         if self.ref_coef and not (self.imitate and self.imitation_iterations):
             raise ValueError("train.ref_coef: needs a warm start (imitate, imitation_iterations)")
+
+    def _check_expert_rows(self, field: str, allowed: list[str], missing: str) -> None:
+        """Check one of the lists that keep the expert pull to some rows (base configs,
+        opponents): a list of names from ``allowed``, and only with a pull to keep."""
+        given = getattr(self, field)
+        if isinstance(given, str):
+            raise ValueError(f"train.{field}: write a list of names, as [{given!r}]")
+        object.__setattr__(self, field, tuple(str(x) for x in given))
+        unknown = [x for x in getattr(self, field) if x not in allowed]
+        if unknown:
+            raise ValueError(f"train.{field}: {unknown[0]!r} {missing} ({allowed})")
+        if given and not self.expert_coef:
+            raise ValueError(f"train.{field}: needs train.expert_coef > 0")
 
     def _check_teachers(self, names: list[str]) -> None:
         pairs = _table(self.teachers, 'train.teachers: write teachers = { CONFIG = "DIR", ... }')

@@ -1489,6 +1489,8 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[train]\nref_coef = -0.1\nimitate = 'greedy_matcher'\n" + _GOOD, "ref_coef"),
         ("[train]\nimitation_patience = -0.1\n" + _GOOD, "imitation_patience"),
         ("[train]\nimitation_spare = -0.1\n" + _GOOD, "imitation_spare"),
+        ("[train]\nexpert_spare = 0.3\n" + _GOOD, "needs train.expert_pull = 'scarce'"),
+        ("[train]\nexpert_pull = 'scarce'\nexpert_spare = -1\n" + _GOOD, "expert_spare"),
         ("[train]\neval_markets = 0\n" + _GOOD, "eval_markets: expected a positive integer"),
         ("[train]\nteam_return = true\n" + _GOOD, "team_return"),
         ("[train]\nteacher_coef = 1.0\n" + _GOOD, "go together"),
@@ -1674,6 +1676,27 @@ def test_the_expert_pull_can_be_kept_to_some_opponents_rows(tmp_path):
             dataclasses.replace(cfg, **kw)
 
 
+def test_the_scarce_price_pull_trains_as_the_move_pull_where_every_turn_is_scarce(tmp_path):
+    """``expert_pull = "scarce"``: with a spare so wide that every turn is scarce it
+    trains to the bit as the "move" pull; with none, as neither "move" nor "pair"; the
+    checkpoint records the spare."""
+    weights = {}
+    for name, kw in {
+        "move": dict(expert_pull="move"),
+        "pair": dict(expert_pull="pair"),
+        "all_scarce": dict(expert_pull="scarce", expert_spare=100.0),
+        "scarce": dict(expert_pull="scarce"),
+    }.items():
+        cfg = _tiny(tmp_path, name=f"x_{name}", expert_coef=1.0, **kw)
+        run = train(cfg, tmp_path / name, progress=False)
+        weights[name] = load_file(str(run / "model.safetensors"))
+        spare = json.loads((run / "config.json").read_text())["training"].get("expert_spare")
+        assert spare == kw.get("expert_spare")
+    same = {n: all(torch.equal(weights["move"][k], w[k]) for k in w) for n, w in weights.items()}
+    assert same == {"move": True, "pair": False, "all_scarce": True, "scarce": False}
+    assert any(not torch.equal(weights["pair"][k], weights["scarce"][k]) for k in weights["pair"])
+
+
 def test_one_base_config_may_jitter_its_own_ranges(tmp_path):
     """``family.config_jitter``: one config's batches draw from their own ranges, field
     by field; the other configs draw exactly as without it; it is read from TOML, merged
@@ -1761,6 +1784,50 @@ def test_the_expert_pull_covers_the_price_level_only_when_asked():
     assert torch.allclose(pair_only, pair_nll.mean())
     assert torch.allclose(move, (pair_nll + same * level_nll).mean())
     assert not torch.allclose(move, pair_only)
+    # "scarce": the price level only on the turns marked scarce.
+    data["expert_scarce"] = torch.tensor([1.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    scarce = _expert_nll(policy, logits, plog, data, idx, "scarce")
+    assert torch.allclose(scarce, (pair_nll + same * data["expert_scarce"] * level_nll).mean())
+    assert not torch.allclose(scarce, move) and not torch.allclose(scarce, pair_only)
+
+
+def test_scarce_turns_are_those_the_greedy_matcher_spares_no_patience_on():
+    """``train.expert_spare`` reads turns as ``GreedyMatcher.spare`` does: on every state
+    of played markets, a turn is scarce exactly where the patient matcher asks no more
+    than a copy of itself without patience (away from standing bids and the top of the
+    range)."""
+    import copy
+
+    from agents.rl.ppo import scarce_turns
+    from agents.rollout import play_batch
+    from agents.scripted.buyers import Truthful
+    from agents.scripted.sellers import GreedyMatcher
+    from arena.generator import generate_batch
+
+    @dataclasses.dataclass
+    class Watched(GreedyMatcher):
+        seen: set = dataclasses.field(default_factory=set)
+
+        def act(self, obs):
+            twin = copy.deepcopy(self)  # its memory too
+            object.__setattr__(twin, "patience", 0.0)
+            plain = GreedyMatcher.act(twin, obs)
+            ask = super().act(obs)
+            ar = np.arange(obs.batch_size)
+            assert np.array_equal(plain.to, ask.to) and np.array_equal(plain.product, ask.product)
+            live = ~obs.done & (obs.counter_product[ar, ask.to] != ask.product)
+            live &= ask.price < obs.price_range[1]
+            flag = scarce_turns(obs, self.spare)
+            assert np.array_equal((ask.price > plain.price)[live], flag[live] == 0)
+            self.seen.update(flag[live].tolist())
+            return ask
+
+    for spare in (0.0, 0.3, 1.0):
+        patient = Watched(patience=0.1, spare=spare)
+        for seed in range(4):
+            market = dataclasses.replace(SMALL, buyers=6, products=3, inventory=2, turns=6 + seed)
+            play_batch(generate_batch(market, seed, 64), patient, Truthful())
+        assert patient.seen == {0.0, 1.0}  # both kinds of turn were met
 
 
 def test_kl_divergence_matches_torch_distributions_where_options_are_excluded():

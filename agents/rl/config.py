@@ -276,8 +276,16 @@ class TrainConfig:
     opponent plays a row (training knows it; the policy sees only the answers), and a
     pulled row is pulled as hard as with the option unset."""
     expert_pull: str = "move"
-    """What ``expert_coef`` pulls toward: "move" (the expert's pair and its price level)
-    or "pair" (the pair alone, prices left to the learner and its warm start)."""
+    """What ``expert_coef`` pulls toward: "move" (the expert's pair and its price level),
+    "pair" (the pair alone, prices left to the learner and its warm start) or "scarce"
+    (the pair, and the price level only on the turns when turns are scarce: see
+    ``expert_spare``)."""
+    expert_spare: float = 0.0
+    """With ``expert_pull = "scarce"``: turns are scarce when the turns left exceed the
+    open buyers (active, with stock left) by at most this fraction of them, as in
+    ``GreedyMatcher.spare``; 0.3 counts a market of 16 buyers and 20 turns as scarce
+    from its start and retail's 8 and 12 as not. There the price pull asks the learner
+    to price as the expert does, when a refused offer costs a turn no buyer can spare."""
     ref_coef: float = 0.0
     """Seller side: weight of the KL divergence from the policy to its warm start (the
     network as the imitation left it, frozen) in the loss, so that departures from the
@@ -360,6 +368,7 @@ class TrainConfig:
             "teacher_coef",
             "imitation_patience",
             "imitation_spare",
+            "expert_spare",
         ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"train.{name}: expected a number >= 0")
@@ -395,10 +404,12 @@ class TrainConfig:
                 raise ValueError(f"train.{name}: a seller-side option")
         if self.team_return and self.side != "buyer":
             raise ValueError("train.team_return: a buyer-side option")
-        if self.expert_pull not in ("move", "pair"):
+        if self.expert_pull not in ("move", "pair", "scarce"):
             raise ValueError(
-                f"train.expert_pull: expected 'move' or 'pair', got {self.expert_pull!r}"
+                f"train.expert_pull: expected 'move', 'pair' or 'scarce', got {self.expert_pull!r}"
             )
+        if self.expert_spare and self.expert_pull != "scarce":
+            raise ValueError("train.expert_spare: needs train.expert_pull = 'scarce'")
         names = [name for name, _ in self.family.configs]
         self._check_expert_rows("expert_configs", names, "is not in family.configs")
         playing = [o.name for o in self.opponents]
@@ -470,6 +481,7 @@ class TrainConfig:
             "plan_feature",
             "imitation_spare",
             "expert_opponents",
+            "expert_spare",
         ):
             if not out[newer]:
                 out.pop(newer)

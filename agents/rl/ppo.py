@@ -150,6 +150,8 @@ def seller_rollout(
     }
     episodes = []
     for _ in range(steps):
+        if cfg.expert_pull == "scarce":
+            cols.setdefault("expert_scarce", []).append(scarce_turns(obs, cfg.expert_spare))
         d = policy.decide(obs, sample=True)
         step = env.step(d.action)
         for k, a in zip(
@@ -195,6 +197,13 @@ def seller_rollout(
     stats = _episode_stats(episodes)
     stats["step_reward"] = float(reward.mean())
     return Rollout(data, stats)
+
+
+def scarce_turns(obs, spare: float) -> np.ndarray:
+    """(B,) 1.0 where the turns left exceed the open buyers (active, with stock left) by
+    at most ``spare`` times their number (``train.expert_spare``), else 0."""
+    open_buyers = (obs.active & (obs.stock.sum(1, keepdims=True) > 0)).sum(1)
+    return (obs.turns_left - open_buyers <= spare * open_buyers).astype(np.float32)
 
 
 def expert_rows(cfg: TrainConfig, groups: list[np.ndarray], batch_size: int) -> np.ndarray:
@@ -689,13 +698,16 @@ def _expert_nll(
     policy: RLSeller, logits, plog, data: dict, idx, pull: str = "move"
 ) -> torch.Tensor:
     """How unlikely the expert's own move is under the policy: the expert's pair, and
-    (``pull="move"``) its price level where the sampled pair was the expert's. A small
-    weight on it keeps the policy on the expert's move wherever departing from it has not
-    proved better."""
+    (``pull="move"``) its price level where the sampled pair was the expert's
+    (``pull="scarce"``: on the turns when turns are scarce alone). A small weight on it
+    keeps the policy on the expert's move wherever departing from it has not proved
+    better."""
     pair = data["expert_pair"][idx]
     nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0]
     if pull != "pair":
         same = (data["pair"][idx] == pair).to(nll.dtype)
+        if pull == "scarce":
+            same = same * data["expert_scarce"][idx]
         nll = nll - same * torch.log_softmax(plog, -1)[:, policy.expert_level]
     if "expert_rows" in data:  # train.expert_opponents: the other rows are not pulled
         nll = nll * data["expert_rows"][idx]

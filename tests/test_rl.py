@@ -1797,6 +1797,7 @@ def test_scarce_turns_are_those_the_greedy_matcher_spares_no_patience_on():
     than a copy of itself without patience (away from standing bids and the top of the
     range)."""
     import copy
+    from types import SimpleNamespace
 
     from agents.rl.ppo import scarce_turns
     from agents.rollout import play_batch
@@ -1817,6 +1818,7 @@ def test_scarce_turns_are_those_the_greedy_matcher_spares_no_patience_on():
             assert np.array_equal(plain.to, ask.to) and np.array_equal(plain.product, ask.product)
             live = ~obs.done & (obs.counter_product[ar, ask.to] != ask.product)
             live &= ask.price < obs.price_range[1]
+            live &= obs.stock.sum(1) >= obs.active.sum(1)  # stock outlasts the buyers
             flag = scarce_turns(obs, self.spare)
             assert np.array_equal((ask.price > plain.price)[live], flag[live] == 0)
             self.seen.update(flag[live].tolist())
@@ -1828,6 +1830,17 @@ def test_scarce_turns_are_those_the_greedy_matcher_spares_no_patience_on():
             market = dataclasses.replace(SMALL, buyers=6, products=3, inventory=2, turns=6 + seed)
             play_batch(generate_batch(market, seed, 64), patient, Truthful())
         assert patient.seen == {0.0, 1.0}  # both kinds of turn were met
+    # Where stock runs out before the buyers, the units in stock are the sales left:
+    # (active buyers, units in stock, turns left) -> scarce at spare 0.3.
+    cases = {(16, 16, 20): 1.0, (16, 8, 20): 0.0, (8, 8, 12): 0.0, (8, 8, 10): 1.0,
+             (10, 10, 12): 1.0, (16, 8, 10): 1.0, (3, 0, 5): 0.0}  # fmt: skip
+    for (n, units, left), want in cases.items():
+        obs = SimpleNamespace(
+            active=np.arange(20)[None] < n,
+            stock=np.array([[units, 0]]),
+            turns_left=np.array([left]),
+        )
+        assert scarce_turns(obs, 0.3).tolist() == [want], (n, units, left)
 
 
 def test_kl_divergence_matches_torch_distributions_where_options_are_excluded():

@@ -282,10 +282,12 @@ class TrainConfig:
     ``expert_spare``)."""
     expert_spare: float = 0.0
     """With ``expert_pull = "scarce"``: turns are scarce when the turns left exceed the
-    open buyers (active, with stock left) by at most this fraction of them, as in
-    ``GreedyMatcher.spare``; 0.3 counts a market of 16 buyers and 20 turns as scarce
-    from its start and retail's 8 and 12 as not. There the price pull asks the learner
-    to price as the expert does, when a refused offer costs a turn no buyer can spare."""
+    sales still possible (the active buyers, or the units in stock where fewer) by at
+    most this fraction of them (``GreedyMatcher.spare`` where stock outlasts the
+    buyers). 0.3 counts `large` (16 buyers, 16 units, 20 turns) as scarce from its start;
+    retail (8 buyers, 8 units, 12 turns) and 16 buyers with 8 units and 20 turns as not.
+    There the price pull asks the learner to price as the expert does, when a refused
+    offer costs a turn that no sale can spare."""
     ref_coef: float = 0.0
     """Seller side: weight of the KL divergence from the policy to its warm start (the
     network as the imitation left it, frozen) in the loss, so that departures from the

@@ -200,10 +200,12 @@ def seller_rollout(
 
 
 def scarce_turns(obs, spare: float) -> np.ndarray:
-    """(B,) 1.0 where the turns left exceed the open buyers (active, with stock left) by
-    at most ``spare`` times their number (``train.expert_spare``), else 0."""
-    open_buyers = (obs.active & (obs.stock.sum(1, keepdims=True) > 0)).sum(1)
-    return (obs.turns_left - open_buyers <= spare * open_buyers).astype(np.float32)
+    """(B,) 1.0 where the turns left exceed the sales still possible (the active buyers,
+    or the units in stock where fewer) by at most ``spare`` times their number
+    (``train.expert_spare``), else 0. Where stock outlasts the buyers, this is
+    ``GreedyMatcher.spare``'s reading of the turns."""
+    sales = np.minimum(obs.active.sum(1), obs.stock.sum(1))
+    return (obs.turns_left - sales <= spare * sales).astype(np.float32)
 
 
 def expert_rows(cfg: TrainConfig, groups: list[np.ndarray], batch_size: int) -> np.ndarray:

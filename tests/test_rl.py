@@ -31,6 +31,7 @@ from arena.observation import take_rows
 # Stage 3 of the recipe shipped before the plan-feature one, the base of the experiments
 # measured against it (agents/rl/configs/experiments/seller_stage3.toml).
 STAGE3 = "experiments/seller_stage3.toml"
+MIXED_NAME = "human=noisy_human,agent=strategic"
 
 SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
 
@@ -2274,6 +2275,52 @@ def test_the_plan_pull_experiments_change_only_what_they_say():
          "expert_configs": ("retail",)},
         base="experiments/seller_plan_pull005.toml",
     )  # fmt: skip
+
+
+def test_the_last_cell_experiments_change_only_what_they_say():
+    """The experiments on the shipped seller's last cells
+    (benchmarks/results/generalization_last_cells.md and
+    generalization_scarce_pull.md): each retail specialist is the shipped one with one
+    change, each stage 2 the shipped one started from and taught on retail by its
+    specialist (the shipped wholesale specialist kept), each seed config its recipe with
+    the training seed and that seed's specialist."""
+    runs = Path("runs").resolve()
+    wholesale = Path("agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()
+    naive = ("truthful", "noisy_human")
+    specialists = {
+        "naive_mixed_pull005": {"expert_opponents": (*naive, MIXED_NAME)},
+        "naive_move_pull005": {"expert_pull": "move"},
+        "naive_scarce_pull03": {"expert_pull": "scarce", "expert_spare": 0.3},
+        "naive_scarce_pull00": {"expert_pull": "scarce"},
+    }
+    for name, changed in specialists.items():
+        _same_but(
+            f"experiments/seller_retail_plan_{name}.toml",
+            {"name": f"seller_retail_plan_{name}", **changed},
+            base="seller_retail_naive_pull.toml",
+        )
+        recipe = f"seller_plan_{name}"
+        for seed in (0, 1, 2):
+            config = f"experiments/{recipe}" + (f"_seed{seed}" if seed else "") + ".toml"
+            if seed and not Path("agents/rl/configs", config).exists():
+                continue
+            specialist = runs / (f"seller_retail_plan_{name}" + (f"_seed{seed}" if seed else ""))
+            changed = {"name": Path(config).stem, "init": specialist,
+                       "teachers": (("retail", specialist), ("wholesale", wholesale))}  # fmt: skip
+            if seed:
+                changed["seed"] = seed
+            _same_but(config, changed, base="seller.toml")
+    _same_but(
+        "experiments/seller_naive_retail_pull.toml",
+        {"name": "seller_naive_retail_pull", "expert_coef": 0.05, "expert_pull": "pair",
+         "expert_configs": ("retail",), "expert_opponents": naive},
+        base="seller.toml",
+    )  # fmt: skip
+    _same_but(
+        "experiments/seller_rteacher20.toml",
+        {"name": "seller_rteacher20", "teacher_coef": 2.0},
+        base="seller.toml",
+    )
 
 
 def _seed_1_from_its_specialist(recipe: str, wholesale: Path) -> None:

@@ -1340,19 +1340,37 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         base="seller_retail_plan.toml",
     )  # fmt: skip
     _same_but(
+        "seller_retail_scarce_pull.toml",
+        {"name": "rl_seller_retail_scarce_pull", "expert_pull": "scarce"},
+        base="seller_retail_naive_pull.toml",
+    )
+    _same_but(
         "seller_wholesale.toml",
         {"name": "rl_seller_wholesale", "family": wholesale, "iterations": 100},
     )
     stages = "../checkpoints/stages/"
     _same_but("seller.toml", {
-        "name": "rl_seller", "init": stages + "rl_seller_retail_naive_pull",  # 200 iterations
+        "name": "rl_seller", "init": stages + "rl_seller_retail_scarce_pull",  # 200 iterations
         "imitate": "", "imitation_iterations": 0, "teacher_coef": 1.0,
         "teacher_coefs": (("wholesale", 0.5),), "signal_prior": 0.25, "assignment": True,
         "plan_feature": True,
-        "teachers": (("retail", stages + "rl_seller_retail_naive_pull"),
+        "teachers": (("retail", stages + "rl_seller_retail_scarce_pull"),
                      ("wholesale", stages + "rl_seller_wholesale")),
     })  # fmt: skip
     runs = Path("runs").resolve()  # where the experiment commands wrote what was measured
+    _same_but(  # the shipped recipe, measured first as experiments
+        "experiments/seller_retail_plan_naive_scarce_pull00.toml",
+        {"name": "seller_retail_plan_naive_scarce_pull00", "expert_pull": "scarce"},
+        base="seller_retail_naive_pull.toml",
+    )
+    naive = Path("agents/rl/checkpoints/stages/rl_seller_retail_naive_pull").resolve()
+    _same_but(  # the naive-pull recipe's stage 2, as it shipped before
+        "experiments/seller_naive_pull_stage2.toml",
+        {"name": "seller_naive_pull_stage2", "init": naive,
+         "teachers": (("retail", naive), ("wholesale", Path(
+             "agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()))},
+        base="seller.toml",
+    )  # fmt: skip
     _same_but(  # the shipped recipe, measured first as experiments
         "experiments/seller_plan_naive_pull005.toml",
         {"name": "seller_plan_naive_pull005", "init": runs / "seller_retail_plan_naive_pull005",
@@ -2292,7 +2310,9 @@ def test_the_last_cell_experiments_change_only_what_they_say():
         "naive_move_pull005": {"expert_pull": "move"},
         "naive_scarce_pull03": {"expert_pull": "scarce", "expert_spare": 0.3},
         "naive_scarce_pull00": {"expert_pull": "scarce"},
-    }
+        "naive_mixed_scarce_pull00": {"expert_pull": "scarce",
+                                      "expert_opponents": (*naive, MIXED_NAME)},
+    }  # fmt: skip
     for name, changed in specialists.items():
         _same_but(
             f"experiments/seller_retail_plan_{name}.toml",
@@ -2310,16 +2330,17 @@ def test_the_last_cell_experiments_change_only_what_they_say():
             if seed:
                 changed["seed"] = seed
             _same_but(config, changed, base="seller.toml")
+    # The naive-pull recipe's stage 2 (shipped when these were measured) with one change.
     _same_but(
         "experiments/seller_naive_retail_pull.toml",
         {"name": "seller_naive_retail_pull", "expert_coef": 0.05, "expert_pull": "pair",
          "expert_configs": ("retail",), "expert_opponents": naive},
-        base="seller.toml",
+        base="experiments/seller_naive_pull_stage2.toml",
     )  # fmt: skip
     _same_but(
         "experiments/seller_rteacher20.toml",
         {"name": "seller_rteacher20", "teacher_coef": 2.0},
-        base="seller.toml",
+        base="experiments/seller_naive_pull_stage2.toml",
     )
 
 

@@ -48,8 +48,10 @@ def test_shipped_agents_are_registered_from_their_checkpoints(name, side):
 @pytest.mark.parametrize(
     ("stage", "final"),
     [
-        ("rl_seller_retail_naive_pull", "seller.toml"),
+        ("rl_seller_retail_scarce_pull", "seller.toml"),
         ("rl_seller_wholesale", "seller.toml"),
+        # The naive-pull recipe's retail specialist, shipped before the scarce-turn pull.
+        ("rl_seller_retail_naive_pull", "experiments/seller_naive_pull_stage2.toml"),
         # The plan-feature recipe's retail specialist, shipped before the naive pull.
         ("rl_seller_retail_plan", "experiments/seller_plan_stage2.toml"),
         # The previous recipe's stages, kept for the experiments measured against it.

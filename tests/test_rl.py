@@ -1363,36 +1363,23 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         {"name": "seller_retail_plan_naive_scarce_pull00", "expert_pull": "scarce"},
         base="seller_retail_naive_pull.toml",
     )
-    naive = Path("agents/rl/checkpoints/stages/rl_seller_retail_naive_pull").resolve()
-    _same_but(  # the naive-pull recipe's stage 2, as it shipped before
-        "experiments/seller_naive_pull_stage2.toml",
-        {"name": "seller_naive_pull_stage2", "init": naive,
-         "teachers": (("retail", naive), ("wholesale", Path(
-             "agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()))},
-        base="seller.toml",
-    )  # fmt: skip
-    _same_but(  # the shipped recipe, measured first as experiments
-        "experiments/seller_plan_naive_pull005.toml",
-        {"name": "seller_plan_naive_pull005", "init": runs / "seller_retail_plan_naive_pull005",
-         "teachers": (("retail", runs / "seller_retail_plan_naive_pull005"),
-                      ("wholesale", Path("agents/rl/checkpoints/stages/rl_seller_wholesale")
-                       .resolve()))},
-        base="seller.toml",
-    )  # fmt: skip
+    stages = Path("agents/rl/checkpoints/stages").resolve()
+    # the naive-pull recipe's stage 2, as it shipped before
+    _stage_2_from(
+        "experiments/seller_naive_pull_stage2.toml", stages / "rl_seller_retail_naive_pull"
+    )
+    # the naive-pull recipe, measured first as experiments
+    _stage_2_from(
+        "experiments/seller_plan_naive_pull005.toml", runs / "seller_retail_plan_naive_pull005"
+    )
     _same_but(
         "experiments/seller_retail_plan_naive_pull005.toml",
         {"name": "seller_retail_plan_naive_pull005"},
         base="seller_retail_naive_pull.toml",
     )
     _its_seeds("seller_plan_naive_pull005", "seller_retail_plan_naive_pull005")
-    plan = Path("agents/rl/checkpoints/stages/rl_seller_retail_plan").resolve()
-    _same_but(  # the plan-feature recipe's stage 2, as it shipped before
-        "experiments/seller_plan_stage2.toml",
-        {"name": "seller_plan_stage2", "init": plan,
-         "teachers": (("retail", plan), ("wholesale", Path(
-             "agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()))},
-        base="seller.toml",
-    )  # fmt: skip
+    # the plan-feature recipe's stage 2, as it shipped before
+    _stage_2_from("experiments/seller_plan_stage2.toml", stages / "rl_seller_retail_plan")
     _same_but(  # the plan-feature recipe shipped before, measured first as experiments
         "experiments/seller_plan_feature_w100.toml",
         {"name": "seller_plan_feature_w100", "init": runs / "seller_retail_plan_feature",
@@ -2303,7 +2290,6 @@ def test_the_last_cell_experiments_change_only_what_they_say():
     specialist (the shipped wholesale specialist kept), each seed config its recipe with
     the training seed and that seed's specialist."""
     runs = Path("runs").resolve()
-    wholesale = Path("agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()
     naive = ("truthful", "noisy_human")
     specialists = {
         "naive_mixed_pull005": {"expert_opponents": (*naive, MIXED_NAME)},
@@ -2325,11 +2311,7 @@ def test_the_last_cell_experiments_change_only_what_they_say():
             if seed and not Path("agents/rl/configs", config).exists():
                 continue
             specialist = runs / (f"seller_retail_plan_{name}" + (f"_seed{seed}" if seed else ""))
-            changed = {"name": Path(config).stem, "init": specialist,
-                       "teachers": (("retail", specialist), ("wholesale", wholesale))}  # fmt: skip
-            if seed:
-                changed["seed"] = seed
-            _same_but(config, changed, base="seller.toml")
+            _stage_2_from(config, specialist, **({"seed": seed} if seed else {}))
     # The naive-pull recipe's stage 2 (shipped when these were measured) with one change.
     _same_but(
         "experiments/seller_naive_retail_pull.toml",
@@ -2342,6 +2324,18 @@ def test_the_last_cell_experiments_change_only_what_they_say():
         {"name": "seller_rteacher20", "teacher_coef": 2.0},
         base="experiments/seller_naive_pull_stage2.toml",
     )
+
+
+def _stage_2_from(config: str, specialist: Path, **changed) -> None:
+    """``config`` is the shipped stage 2 (seller.toml) started from, and taught on retail
+    by, ``specialist``, with the shipped wholesale teacher, and ``changed`` besides."""
+    wholesale = Path("agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()
+    _same_but(
+        config,
+        {"name": Path(config).stem, "init": specialist,
+         "teachers": (("retail", specialist), ("wholesale", wholesale)), **changed},
+        base="seller.toml",
+    )  # fmt: skip
 
 
 def _seed_1_from_its_specialist(recipe: str, wholesale: Path) -> None:

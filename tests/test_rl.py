@@ -1497,6 +1497,14 @@ _GOOD = "[[opponents]]\nname = 'truthful'\n[family]\n[markets.a]\nbuyers = 3\n"
         ("[train]\nimitation_spare = -0.1\n" + _GOOD, "imitation_spare"),
         ("[train]\nexpert_spare = 0.3\n" + _GOOD, "needs train.expert_pull = 'scarce'"),
         ("[train]\nexpert_pull = 'scarce'\nexpert_spare = -1\n" + _GOOD, "expert_spare"),
+        (
+            "[train]\nexpert_pull = 'scarce'\nexpert_spare = true\n" + _GOOD,
+            "expert_spare: expected a number >= 0, got True",
+        ),
+        (
+            "[train]\nimitation_spare = 'lots'\n" + _GOOD,
+            "imitation_spare: expected a number >= 0, got 'lots'",
+        ),
         ("[train]\neval_markets = 0\n" + _GOOD, "eval_markets: expected a positive integer"),
         ("[train]\nteam_return = true\n" + _GOOD, "team_return"),
         ("[train]\nteacher_coef = 1.0\n" + _GOOD, "go together"),

@@ -372,8 +372,9 @@ class TrainConfig:
             "imitation_spare",
             "expert_spare",
         ):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"train.{name}: expected a number >= 0")
+            value = getattr(self, name)
+            if not (_is_number(value) and value >= 0):
+                raise ValueError(f"train.{name}: expected a number >= 0, got {value!r}")
         if self.signal_prior is not None and not (
             _is_number(self.signal_prior) and self.signal_prior >= 0
         ):

@@ -1319,7 +1319,8 @@ def _same_but(
 
 def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
     """The shipped recipe: two specialists, retail (seller_retail.toml with planned matches
-    and the plan feature, pulled toward its plan on the naive buyers' rows) and wholesale
+    and the plan feature, pulled toward its plan on the rows of the naive buyers and the
+    mixed population, and toward the expert's price on scarce turns) and wholesale
     (stage 1's config on wholesale batches for 100 iterations), then stage 2 from the
     retail one with both teaching."""
     joint = load_train_config("agents/rl/configs/seller_joint.toml")
@@ -1345,16 +1346,22 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         base="seller_retail_naive_pull.toml",
     )
     _same_but(
+        "seller_retail_mixed_pull.toml",
+        {"name": "rl_seller_retail_mixed_pull",
+         "expert_opponents": ("truthful", "noisy_human", MIXED_NAME)},
+        base="seller_retail_scarce_pull.toml",
+    )  # fmt: skip
+    _same_but(
         "seller_wholesale.toml",
         {"name": "rl_seller_wholesale", "family": wholesale, "iterations": 100},
     )
     stages = "../checkpoints/stages/"
     _same_but("seller.toml", {
-        "name": "rl_seller", "init": stages + "rl_seller_retail_scarce_pull",  # 200 iterations
+        "name": "rl_seller", "init": stages + "rl_seller_retail_mixed_pull",  # 200 iterations
         "imitate": "", "imitation_iterations": 0, "teacher_coef": 1.0,
         "teacher_coefs": (("wholesale", 0.5),), "signal_prior": 0.25, "assignment": True,
         "plan_feature": True,
-        "teachers": (("retail", stages + "rl_seller_retail_scarce_pull"),
+        "teachers": (("retail", stages + "rl_seller_retail_mixed_pull"),
                      ("wholesale", stages + "rl_seller_wholesale")),
     })  # fmt: skip
     runs = Path("runs").resolve()  # where the experiment commands wrote what was measured
@@ -1364,7 +1371,11 @@ def test_the_shipped_sellers_stages_are_stage_one_with_what_they_say():
         base="seller_retail_naive_pull.toml",
     )
     stages = Path("agents/rl/checkpoints/stages").resolve()
-    # the naive-pull recipe's stage 2, as it shipped before
+    # the scarce-pull recipe's stage 2, as it shipped before
+    _stage_2_from(
+        "experiments/seller_scarce_pull_stage2.toml", stages / "rl_seller_retail_scarce_pull"
+    )
+    # the naive-pull recipe's stage 2, as it shipped before that
     _stage_2_from(
         "experiments/seller_naive_pull_stage2.toml", stages / "rl_seller_retail_naive_pull"
     )

@@ -48,8 +48,10 @@ def test_shipped_agents_are_registered_from_their_checkpoints(name, side):
 @pytest.mark.parametrize(
     ("stage", "final"),
     [
-        ("rl_seller_retail_scarce_pull", "seller.toml"),
+        ("rl_seller_retail_mixed_pull", "seller.toml"),
         ("rl_seller_wholesale", "seller.toml"),
+        # The scarce-pull recipe's retail specialist, shipped before the mixed rows' pull.
+        ("rl_seller_retail_scarce_pull", "experiments/seller_scarce_pull_stage2.toml"),
         # The naive-pull recipe's retail specialist, shipped before the scarce-turn pull.
         ("rl_seller_retail_naive_pull", "experiments/seller_naive_pull_stage2.toml"),
         # The plan-feature recipe's retail specialist, shipped before the naive pull.
@@ -124,23 +126,20 @@ def test_the_shipped_seller_outearns_every_scripted_seller_where_it_is_clear(gen
         assert lower > 0, (config, buyers, other, lower)
 
 
-@pytest.mark.parametrize(("config", "ahead"), [("retail", True), ("wholesale", False)])
-def test_the_shipped_buyer_outearns_the_best_scripted_buyer(gen, config, ahead):
-    """Against rl_seller, every buyer playing rl_buyer earns more than every buyer playing
-    the best scripted buyer in retail (paired interval above 0; the 1.2x aim is the
-    benchmark's). In wholesale this seller leaves every buyer who bargains about as much
-    (README, "Does it beat the baselines"): there rl_buyer is level with the best one,
-    within 3% of its surplus either way. Against the scripted sellers it earns more on
-    average than every scripted buyer, on both configs."""
+@pytest.mark.parametrize("config", ["retail", "wholesale"])
+def test_the_shipped_buyer_earns_what_the_best_scripted_buyer_earns(gen, config):
+    """Against rl_seller, every buyer playing rl_buyer earns about what every buyer playing
+    the best scripted buyer earns, within 3% of its surplus either way (paired interval;
+    the 1.2x aim is the benchmark's): this seller leaves every buyer who bargains about as
+    much (README, "Does it beat the baselines"). A buyer that plays worse shows here as an
+    interval below that band. Against the scripted sellers it earns more on average than
+    every scripted buyer, on both configs."""
     vs_rl = {b: _play(gen, config, "rl_seller", b, "buyer_surplus") for b in gen.SCRIPTED_BUYERS}
     best = max(vs_rl, key=lambda b: vs_rl[b].mean())
     mine_vs_rl = _play(gen, config, "rl_seller", "rl_buyer", "buyer_surplus")
     _, lower, upper = gen._paired(mine_vs_rl, vs_rl[best])
-    if ahead:
-        assert lower > 0, (config, best, lower)
-    else:
-        width = 0.03 * vs_rl[best].mean()
-        assert -width < lower and upper < width, (config, best, lower, upper)
+    width = 0.03 * vs_rl[best].mean()
+    assert -width < lower and upper < width, (config, best, lower, upper)
 
     def mean_over_scripted_sellers(buyers: str) -> float:
         return np.mean(

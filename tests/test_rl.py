@@ -2345,6 +2345,20 @@ def test_the_last_cell_experiments_change_only_what_they_say():
     )
 
 
+def test_the_large_diagnostic_is_the_shipped_specialist_on_the_held_out_large(load_benchmark):
+    """experiments/seller_large_diagnostic.toml (never shipped) trains the shipped retail
+    specialist's recipe on the held-out `large` market itself: the benchmark's own config,
+    with the family's jitter, and nothing else changed."""
+    gen = load_benchmark("generalization")
+    shipped = load_train_config("agents/rl/configs/seller_retail_mixed_pull.toml")
+    large = dataclasses.replace(shipped.family, configs=(("large", gen.CONFIGS["large"]),))
+    _same_but(
+        "experiments/seller_large_diagnostic.toml",
+        {"name": "seller_large_diagnostic", "family": large},
+        base="seller_retail_mixed_pull.toml",
+    )
+
+
 def _stage_2_from(config: str, specialist: Path, **changed) -> None:
     """``config`` is the shipped stage 2 (seller.toml) started from, and taught on retail
     by, ``specialist``, with the shipped wholesale teacher, and ``changed`` besides."""

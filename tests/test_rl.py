@@ -1066,6 +1066,68 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
                 assert getattr(cfg, f.name) == getattr(shipped, f.name), f.name
 
 
+def _fields_but(cfg, other, skip) -> list[str]:
+    """The TrainConfig fields outside ``skip`` where ``cfg`` and ``other`` differ."""
+    return [
+        f.name
+        for f in dataclasses.fields(TrainConfig)
+        if f.name not in skip and getattr(cfg, f.name) != getattr(other, f.name)
+    ]
+
+
+def _pool(cfg) -> list[tuple[str, float]]:
+    """The opponent pool as (resolved name, weight), checkpoint paths made absolute."""
+    out = []
+    for o in cfg.opponents:
+        path = Path(cfg.resolve(o.name))
+        out.append((str(path.resolve()) if path.is_dir() else o.name, o.weight))
+    return out
+
+
+def test_the_buyer_noise_experiments_change_only_what_they_say():
+    """benchmarks/results/generalization_buyer_noisy.md: each is buyer.toml (or
+    buyer_alone.toml) with the one change its header names."""
+    exp = "agents/rl/configs/experiments/"
+    shipped = load_train_config("agents/rl/configs/buyer.toml")
+    alone = load_train_config(exp + "buyer_alone.toml")
+    noisier = load_train_config(exp + "buyer_noisier_retail.toml")
+    w6 = load_train_config(exp + "buyer_noisier_retail_w6.toml")
+    alone_noisier = load_train_config(exp + "buyer_alone_noisier.toml")
+    pool = load_train_config(exp + "buyer_seller_pool.toml")
+    wider = (("retail", (("signal_noise", (-0.05, 0.2)),)),)
+    assert shipped.family.config_jitter == ()
+    for cfg in (noisier, w6, alone_noisier):
+        assert cfg.family.config_jitter == wider
+        assert cfg.family == dataclasses.replace(shipped.family, config_jitter=wider)
+    skip = {"source", "name", "opponents"}  # opponents: compared as resolved pools
+    assert _fields_but(noisier, shipped, skip | {"family"}) == []
+    assert _fields_but(alone_noisier, alone, skip | {"family"}) == []
+    assert _fields_but(w6, noisier, skip) == []
+    assert _fields_but(pool, shipped, skip) == []
+    assert _pool(noisier) == _pool(shipped) and _pool(alone_noisier) == _pool(alone)
+    seller = str(Path("agents/rl/checkpoints/rl_seller").resolve())
+    assert _pool(w6) == [(seller, 6.0)] + _pool(shipped)[1:]
+    assert _pool(shipped)[0] == (seller, 3.0)
+    stages = Path("agents/rl/checkpoints/stages")
+    added = [
+        (str((stages / n).resolve()), 1.0)
+        for n in (
+            "rl_seller_retail_mixed_pull",
+            "rl_seller_retail_plan",
+            "rl_seller_retail",
+            "rl_seller_wholesale",
+            "rl_seller_joint",
+        )
+    ]
+    assert _pool(pool) == _pool(shipped)[:1] + added + _pool(shipped)[1:]
+    assert (noisier.name, w6.name, alone_noisier.name, pool.name) == (
+        "buyer_noisier_retail",
+        "buyer_noisier_retail_w6",
+        "buyer_alone_noisier",
+        "buyer_seller_pool",
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "changed"),
     [

@@ -19,8 +19,9 @@ tournaments/specs/default.toml) and four outside its training family
 
 Every cell plays the same ``--markets`` markets (common random numbers), so each
 comparison is a paired difference per market with a 95% t-interval. Printed: profit of
-rl_seller minus each other seller's; rl_seller's match quality minus the greedy
-matcher's; capture relative to the greedy matcher's per config; and, when the shipped
+rl_seller minus each other seller's; rl_seller's match quality and efficiency minus the
+greedy matcher's, and both sellers' trades; capture relative to the greedy matcher's per
+config; and, when the shipped
 ``rl_buyer`` exists, its buyer surplus against rl_seller and the scripted sellers beside
 the best scripted buyer's. ``--seed-runs`` adds the in-distribution profit of other
 training seeds' checkpoints (their spread across seeds; ``--seeds-only`` prints that
@@ -243,6 +244,7 @@ def seller_tables(cells: Cells) -> tuple[list, list, dict]:
             rows.append(row)
             g = cells.get("greedy_matcher", buyer, rule, config)
             mq = _paired(np.nan_to_num(rl["match_quality"]), np.nan_to_num(g["match_quality"]))
+            eff = _paired(np.nan_to_num(rl["efficiency"]), np.nan_to_num(g["efficiency"]))
             capture[(config, buyer, rule)] = _ratio(
                 np.nanmean(rl["capture"]), np.nanmean(g["capture"])
             )
@@ -251,6 +253,10 @@ def seller_tables(cells: Cells) -> tuple[list, list, dict]:
                     config,
                     _label(buyer, rule),
                     _fmt(*mq, digits=3),
+                    "yes" if mq[2] >= 0 else "NO",
+                    _fmt(*eff, digits=3),
+                    "yes" if eff[1] > 0 else "NO",
+                    f"{np.mean(rl['trades']):.2f} / {np.mean(g['trades']):.2f}",
                     f"{capture[(config, buyer, rule)]:.3f}",
                 ]
             )
@@ -287,6 +293,22 @@ def capture_check(capture: dict) -> list:
             )
     return out
 
+
+QUALITY_HEADER = [
+    "config",
+    "buyers",
+    "match quality - greedy_matcher",
+    "not below it",
+    "efficiency - greedy_matcher",
+    "above it",
+    "trades: rl_seller / greedy_matcher",
+    "capture / greedy_matcher's",
+]
+"""Match quality is conditional on who bought (the pairs traded against the best
+assignment of the same buyers, arena/metrics.py), so a seller that sells to more buyers
+can match them a little worse and still create more welfare: efficiency (welfare / W*_T)
+and the trades are printed beside it. "not below it": the match quality's interval
+reaches 0 or above; "above it": efficiency's interval lies above 0."""
 
 BUYER_HEADER = [
     "config",
@@ -478,10 +500,7 @@ def main(argv: list[str] | None = None) -> int:
             + ["oracle (ref.)", f"beats all but {LATEST}", "beats all"],
             profit,
         ),
-        "quality": (
-            ["config", "buyers", "match quality - greedy_matcher", "capture / greedy_matcher's"],
-            quality,
-        ),
+        "quality": (QUALITY_HEADER, quality),
         "capture": (
             [
                 "config",
@@ -560,6 +579,18 @@ def targets(tables: dict) -> list[str]:
             *count("capture", ">= 0.9 of retail", held_out)
         ),
     ]
+    header, rows = tables["quality"]
+    below = [r for r in rows if r[header.index("not below it")] != "yes"]
+    lines.append(
+        "rl_seller's match quality is not below the greedy matcher's (CI) in {} of {} cells;"
+        " in {} of the {} others its efficiency is above the greedy matcher's (CI above"
+        " 0)".format(
+            len(rows) - len(below),
+            len(rows),
+            sum(r[header.index("above it")] == "yes" for r in below),
+            len(below),
+        )
+    )
     if "buyer" in tables:
         lines.append(
             "rl_buyer earns >= 1.2x the best scripted buyer against rl_seller in {} of {}"

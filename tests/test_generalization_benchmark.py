@@ -145,6 +145,51 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     assert float(seeds[3][3]) == pytest.approx(spread, abs=0.011)
 
 
+def test_the_quality_table_puts_efficiency_and_trades_beside_match_quality(gen, monkeypatch):
+    """Match quality is conditional on who bought, so each row also has the efficiency
+    difference and both sellers' trades, with verdicts read from the intervals."""
+    monkeypatch.setattr(gen, "CONFIGS", {"retail": gen.RETAIL})
+    monkeypatch.setattr(gen, "BUYERS", (("haggler", "hidden"), ("truthful", "hidden")))
+    monkeypatch.setattr(gen, "SELLERS", ("rl_seller", "greedy_matcher", "oracle"))
+    cells = gen.Cells(40)
+    _, quality, _ = gen.seller_tables(cells)
+    h = gen.QUALITY_HEADER
+    assert [r[:2] for r in quality] == [["retail", "haggler"], ["retail", "truthful"]]
+    for row, buyer in zip(quality, ("haggler", "truthful"), strict=True):
+        rl = cells.get("rl_seller", buyer, "hidden", "retail")
+        g = cells.get("greedy_matcher", buyer, "hidden", "retail")
+        mq = gen._paired(np.nan_to_num(rl["match_quality"]), np.nan_to_num(g["match_quality"]))
+        eff = gen._paired(rl["welfare"] / rl["w_star"], g["welfare"] / g["w_star"])
+        assert row[h.index("match quality - greedy_matcher")] == gen._fmt(*mq, digits=3)
+        assert row[h.index("efficiency - greedy_matcher")] == gen._fmt(*eff, digits=3)
+        assert row[h.index("not below it")] == ("yes" if mq[2] >= 0 else "NO")
+        assert row[h.index("above it")] == ("yes" if eff[1] > 0 else "NO")
+        trades = f"{rl['trades'].mean():.2f} / {g['trades'].mean():.2f}"
+        assert row[h.index("trades: rl_seller / greedy_matcher")] == trades
+
+
+def test_the_match_quality_target_counts_the_verdict_columns(gen):
+    h = gen.QUALITY_HEADER
+
+    def row(below: bool, above: bool) -> list:
+        r = ["x"] * len(h)
+        r[h.index("not below it")] = "NO" if below else "yes"
+        r[h.index("above it")] = "yes" if above else "NO"
+        return r
+
+    rows = [row(False, True), row(True, True), row(True, False), row(True, True)]
+    tables = {
+        "profit": (["beats all", "beats all but assignment_matcher"], []),
+        "capture": (["set", ">= 0.9", ">= 0.9 of retail"], []),
+        "quality": (h, rows),
+    }
+    lines = gen.targets(tables)
+    assert (
+        "rl_seller's match quality is not below the greedy matcher's (CI) in 1 of 4 cells;"
+        " in 2 of the 3 others its efficiency is above the greedy matcher's (CI above 0)"
+    ) in lines
+
+
 def test_seeds_only_prints_the_seed_table_of_the_whole_run(gen, tmp_path, capsys, monkeypatch):
     """``--seeds-only``: the seeds table alone, the same rows as in the whole run, from
     the in-distribution cells alone; without ``--seed-runs`` it is one error line."""

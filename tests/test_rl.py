@@ -2407,6 +2407,41 @@ def test_the_last_cell_experiments_change_only_what_they_say():
     )
 
 
+def test_the_retail_sizes_stage_2_changes_only_its_retail_sizes():
+    """experiments/seller_retail_sizes_stage2.toml is the shipped stage 2 with retail's
+    batches drawn up to 14 buyers, 7 products and 18 turns, no larger than the family's
+    wholesale markets, so `large` stays held out; its seeds start from and are taught by
+    the retail specialists of those seeds."""
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    run = load_train_config("agents/rl/configs/experiments/seller_retail_sizes_stage2.toml")
+    sizes = (("retail", (("buyers", (-2.0, 6.0)), ("products", (-1.0, 3.0)),
+                         ("turns", (-2.0, 6.0)))),)  # fmt: skip
+    assert run.family == dataclasses.replace(shipped.family, config_jitter=sizes)
+    _same_but(
+        "experiments/seller_retail_sizes_stage2.toml",
+        {"name": "seller_retail_sizes_stage2", "family": run.family},
+        base="seller.toml",
+    )
+    base = dict(shipped.family.configs)
+    jitter = dict(shipped.family.jitter)
+    widest = {
+        f: max(getattr(c, f) + (dict(sizes[0][1]) if n == "retail" else jitter)[f][1]
+               for n, c in base.items())
+        for f in ("buyers", "products")
+    }  # fmt: skip
+    assert widest == {"buyers": 14, "products": 7}
+    runs = Path("runs").resolve()
+    for seed in (1, 2):
+        specialist = runs / f"seller_retail_plan_naive_mixed_scarce_pull00_seed{seed}"
+        wholesale = Path("agents/rl/checkpoints/stages/rl_seller_wholesale").resolve()
+        _same_but(
+            f"experiments/seller_retail_sizes_stage2_seed{seed}.toml",
+            {"name": f"seller_retail_sizes_stage2_seed{seed}", "seed": seed,
+             "init": specialist, "teachers": (("retail", specialist), ("wholesale", wholesale))},
+            base="experiments/seller_retail_sizes_stage2.toml",
+        )  # fmt: skip
+
+
 def test_the_large_diagnostic_is_the_shipped_specialist_on_the_held_out_large(load_benchmark):
     """experiments/seller_large_diagnostic.toml (never shipped) trains the shipped retail
     specialist's recipe on the held-out `large` market itself: the benchmark's own config,

@@ -2442,6 +2442,22 @@ def test_the_retail_sizes_stage_2_changes_only_its_retail_sizes():
         )  # fmt: skip
 
 
+def test_the_doubled_retail_pulls_change_only_the_weight():
+    """The shipped stage 2, and the stage 2 on larger retail markets, each with the retail
+    specialist's pull doubled (wholesale's left at 0.5)."""
+    for config, base in (
+        ("seller_rteacher20_mixed", "seller.toml"),
+        ("seller_retail_sizes_rteacher20", "experiments/seller_retail_sizes_stage2.toml"),
+    ):
+        _same_but(
+            f"experiments/{config}.toml",
+            {"name": config, "teacher_coef": 2.0},
+            base=base,
+        )
+        cfg = load_train_config(f"agents/rl/configs/experiments/{config}.toml")
+        assert dict(cfg.teacher_coefs) == {"wholesale": 0.5}
+
+
 def test_the_large_diagnostic_is_the_shipped_specialist_on_the_held_out_large(load_benchmark):
     """experiments/seller_large_diagnostic.toml (never shipped) trains the shipped retail
     specialist's recipe on the held-out `large` market itself: the benchmark's own config,

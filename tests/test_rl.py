@@ -1066,17 +1066,9 @@ def test_the_buyer_experiment_configs_change_only_what_they_say():
                 assert getattr(cfg, f.name) == getattr(shipped, f.name), f.name
 
 
-def _fields_but(cfg, other, skip) -> list[str]:
-    """The TrainConfig fields outside ``skip`` where ``cfg`` and ``other`` differ."""
-    return [
-        f.name
-        for f in dataclasses.fields(TrainConfig)
-        if f.name not in skip and getattr(cfg, f.name) != getattr(other, f.name)
-    ]
-
-
 def _pool(cfg) -> list[tuple[str, float]]:
-    """The opponent pool as (resolved name, weight), checkpoint paths made absolute."""
+    """The opponent pool as (resolved name, weight), checkpoint paths made absolute (a
+    file that extends another rebases the paths it takes over)."""
     out = []
     for o in cfg.opponents:
         path = Path(cfg.resolve(o.name))
@@ -1089,24 +1081,11 @@ def test_the_buyer_noise_experiments_change_only_what_they_say():
     buyer_alone.toml) with the one change its header names."""
     exp = "agents/rl/configs/experiments/"
     shipped = load_train_config("agents/rl/configs/buyer.toml")
-    alone = load_train_config(exp + "buyer_alone.toml")
     noisier = load_train_config(exp + "buyer_noisier_retail.toml")
-    w6 = load_train_config(exp + "buyer_noisier_retail_w6.toml")
-    alone_noisier = load_train_config(exp + "buyer_alone_noisier.toml")
-    pool = load_train_config(exp + "buyer_seller_pool.toml")
     wider = (("retail", (("signal_noise", (-0.05, 0.2)),)),)
     assert shipped.family.config_jitter == ()
-    for cfg in (noisier, w6, alone_noisier):
-        assert cfg.family.config_jitter == wider
-        assert cfg.family == dataclasses.replace(shipped.family, config_jitter=wider)
-    skip = {"source", "name", "opponents"}  # opponents: compared as resolved pools
-    assert _fields_but(noisier, shipped, skip | {"family"}) == []
-    assert _fields_but(alone_noisier, alone, skip | {"family"}) == []
-    assert _fields_but(w6, noisier, skip) == []
-    assert _fields_but(pool, shipped, skip) == []
-    assert _pool(noisier) == _pool(shipped) and _pool(alone_noisier) == _pool(alone)
+    assert noisier.family == dataclasses.replace(shipped.family, config_jitter=wider)
     seller = str(Path("agents/rl/checkpoints/rl_seller").resolve())
-    assert _pool(w6) == [(seller, 6.0)] + _pool(shipped)[1:]
     assert _pool(shipped)[0] == (seller, 3.0)
     stages = Path("agents/rl/checkpoints/stages")
     added = [
@@ -1119,13 +1098,21 @@ def test_the_buyer_noise_experiments_change_only_what_they_say():
             "rl_seller_joint",
         )
     ]
-    assert _pool(pool) == _pool(shipped)[:1] + added + _pool(shipped)[1:]
-    assert (noisier.name, w6.name, alone_noisier.name, pool.name) == (
-        "buyer_noisier_retail",
-        "buyer_noisier_retail_w6",
-        "buyer_alone_noisier",
-        "buyer_seller_pool",
-    )
+    for config, changed, base in (
+        ("buyer_noisier_retail", {"family": noisier.family}, "buyer.toml"),
+        ("buyer_alone_noisier", {"family": noisier.family}, "experiments/buyer_alone.toml"),
+        (
+            "buyer_noisier_retail_w6",
+            {"opponents": [(seller, 6.0)] + _pool(shipped)[1:]},
+            "experiments/buyer_noisier_retail.toml",
+        ),
+        (
+            "buyer_seller_pool",
+            {"opponents": _pool(shipped)[:1] + added + _pool(shipped)[1:]},
+            "buyer.toml",
+        ),
+    ):
+        _same_but(f"experiments/{config}.toml", {"name": config, **changed}, base=base)
 
 
 @pytest.mark.parametrize(
@@ -1369,6 +1356,8 @@ def _same_but(
             return folder(cfg, v)
         if name == "teachers":
             return tuple((k, folder(cfg, p)) for k, p in v)
+        if name == "opponents":
+            return _pool(cfg)
         return v
 
     for f in dataclasses.fields(TrainConfig):

@@ -2447,6 +2447,28 @@ def test_the_doubled_retail_pulls_change_only_the_weight():
         assert dict(cfg.teacher_coefs) == {"wholesale": 0.5}
 
 
+def test_the_stage_2_start_experiments_change_only_what_they_say():
+    """The two levers on where stage 2 loses the specialist's lead on `large`
+    (benchmarks/results/generalization_large_20k.md): a retail specialist trained with
+    stage 2's signal prior and the stage 2 started from and taught by it, and the shipped
+    stage 2 with a lower starting learning rate."""
+    shipped = load_train_config("agents/rl/configs/seller.toml")
+    _same_but(
+        "experiments/seller_retail_mixed_pull_prior.toml",
+        {"name": "seller_retail_mixed_pull_prior", "signal_prior": shipped.signal_prior},
+        base="seller_retail_mixed_pull.toml",
+    )
+    _stage_2_from(
+        "experiments/seller_prior_specialist_stage2.toml",
+        Path("runs/seller_retail_mixed_pull_prior").resolve(),
+    )
+    _same_but("experiments/seller_gentle_stage2.toml",
+              {"name": "seller_gentle_stage2", "lr": 3e-4}, base="seller.toml")  # fmt: skip
+    assert load_train_config("agents/rl/configs/experiments/seller_gentle_stage2.toml").lr_end == (
+        shipped.lr_end
+    )
+
+
 def test_the_large_diagnostic_is_the_shipped_specialist_on_the_held_out_large(load_benchmark):
     """experiments/seller_large_diagnostic.toml (never shipped) trains the shipped retail
     specialist's recipe on the held-out `large` market itself: the benchmark's own config,

@@ -1,28 +1,36 @@
-"""How much could buyers who only accept or refuse take from a seller? An exhaustive bound.
+"""How much could buyers take from a seller? An exhaustive bound for buyers who only
+accept or refuse, and a search with counters.
 
-    python benchmarks/buyer_bound.py [--seller rl_seller] [--markets 200]
+    python benchmarks/buyer_bound.py [--seller rl_seller] [--markets 100]
                                      [--configs retail,wholesale] [--markdown] [--threads 1]
 
 On the markets of ``benchmarks/generalization.py`` (same configs, same seed, hidden
 rule), every sequence of answers to the seller's T messages, one bit a message (accept
 or refuse; a message without an offer is refused), is played on its own copy of each
-market: 2^T plays a market. A seller that plays deterministically (``rl_seller`` in its
-greedy mode, every scripted seller) answers each sequence one way, so the sequence that
-leaves the buyers the most surplus, summed over them, bounds what any buyers who only
-accept or refuse can earn against that seller on that market: coordinated or not,
-knowing every value and the seller's policy. Buyers who counter are outside it (a
-counter is a refusal with a bid the seller may read). Configs with more than
-``MAX_TURNS`` turns (``large``: 20) are skipped: 2^T plays are too many.
+market: 2^T plays a market. A seller whose play is a function of the market and the
+answers so far (every policy here: ``rl_seller`` in its greedy mode, and the noise of
+every policy is keyed by market and turn) answers each sequence one way, so the sequence
+that leaves the buyers the most surplus, summed over them, bounds what any buyers who
+only accept or refuse can earn against that seller on that market: coordinated or not,
+knowing every value and the seller's policy. Configs with more than ``MAX_TURNS`` turns
+(``large``: 20) are skipped: 2^T plays are too many.
+
+Counters are outside that bound: a counter is a refusal with a standing bid, which the
+seller reads and at or below which a later offer trades at once. From the bound's best
+sequence, a local search (``with_counters``) changes one answer at a time, to refuse,
+accept or a counter at a quarter, half or three quarters of the way from the product's
+cost to the price offered, and keeps the best change, round after round. What it finds
+is a play that coordinated buyers could make, a lower bound on the best with counters.
 
 Printed per config: the best scripted buyer against the seller at its registered
 defaults (the reference of the issue's buyer target, picked as ``generalization.py``
-picks it), ``rl_buyer``, the bound, the bound over the reference, and the paired 95% CI
-of the bound minus 1.2 times the reference.
+picks it), ``rl_buyer``, the bound, the paired 95% CI of the bound minus 1.2 times the
+reference, the search with counters, and the seller's profit in each.
 
 Why: ``rl_buyer`` is asked for 1.2x the best scripted buyer's surplus against
-``rl_seller``. Where the bound itself is below 1.2x, no buyers who accept or refuse can
-meet that target, however they learn or coordinate; what is left is what counters can
-move.
+``rl_seller``. Where the accept/refuse bound is below 1.2x, buyers who accept or refuse
+cannot meet that target however they learn or coordinate; the search shows how much
+counters add.
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents import registry  # noqa: E402
 from agents.base import HUMAN, BuyerAction, BuyerPolicy  # noqa: E402
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
-from arena.generator import MarketBatch, generate, generate_batch, stack_instances  # noqa: E402
-from arena.observation import ACCEPT, REJECT, BuyerObs  # noqa: E402
+from arena.generator import generate, generate_batch, stack_instances  # noqa: E402
+from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs  # noqa: E402
+from arena.prices import cents  # noqa: E402
 from benchmarks.generalization import (  # noqa: E402
     CONFIGS,
     SCRIPTED_BUYERS,
@@ -60,51 +69,118 @@ ROWS = 16_384
 TARGET = 1.2
 
 
-class AnswerSequences(BuyerPolicy):
-    """Row r of a batch answers the seller's k-th message (k = 1..T) by bit k-1 of
-    r mod 2^T: 1 accepts, 0 refuses. A message without an offer is refused. Laid over a
-    batch that repeats each market 2^T times in a row, the copies of a market play every
-    sequence of answers once."""
+REFUSE, TAKE = 0, 1
+BIDS = (0.25, 0.5, 0.75)
+"""Answer ``2 + i`` counters on the offered product at ``cost + BIDS[i] * (price -
+cost)``: a refusal with a bid (the engine trades at once when a later offer of that
+product is at or below a standing bid)."""
+
+
+class AnswerPlan(BuyerPolicy):
+    """Row r answers the seller's k-th message (k = 1..T) by ``plan[r, k-1]``: REFUSE,
+    TAKE (accept) or ``2 + i``, a counter at ``BIDS[i]`` of the way from the product's cost
+    to the price offered. A message without an offer is refused."""
 
     kind = HUMAN
 
-    def __init__(self, turns: int) -> None:
-        if not 1 <= turns <= MAX_TURNS:
-            raise ValueError(f"turns must be 1 to {MAX_TURNS}, got {turns}")
-        self.turns = turns
+    def __init__(self, plan: np.ndarray) -> None:
+        plan = np.asarray(plan)
+        if plan.ndim != 2 or not 1 <= plan.shape[1] <= MAX_TURNS:
+            raise ValueError(f"plan: (rows, turns) with 1 to {MAX_TURNS} turns, got {plan.shape}")
+        if plan.min() < 0 or plan.max() >= 2 + len(BIDS):
+            raise ValueError(f"plan: answers 0 to {1 + len(BIDS)}")
+        self.plan = plan
 
     def act(self, obs: BuyerObs) -> BuyerAction:
         b = obs.batch_size
-        sequence = np.arange(b) % (1 << self.turns)
-        bit = (sequence >> np.clip(obs.turn - 1, 0, self.turns - 1)) & 1
-        accept = (bit == 1) & (obs.offer_product >= 0)
-        return BuyerAction(np.where(accept, ACCEPT, REJECT), np.full(b, -1), np.full(b, np.nan))
+        k = np.clip(obs.turn - 1, 0, self.plan.shape[1] - 1)
+        answer = self.plan[np.arange(b), k]
+        j = obs.offer_product
+        offered = j >= 0
+        cost = np.take_along_axis(obs.costs, np.maximum(j, 0)[:, None], axis=1)[:, 0]
+        level = np.asarray((0.0, 0.0, *BIDS))[answer]
+        bid = cents(
+            np.where(offered, cost + level * (obs.offer_price - cost), np.nan),
+            *obs.price_range,
+            down=True,
+        )
+        decision = np.where(answer == TAKE, ACCEPT, np.where(answer >= 2, COUNTER, REJECT))
+        decision = np.where(offered, decision, REJECT)
+        return BuyerAction(
+            decision,
+            np.where(decision == COUNTER, j, -1),
+            np.where(decision == COUNTER, bid, np.nan),
+        )
 
 
-def _copies(config, indices: list[int], copies: int) -> MarketBatch:
-    batch = stack_instances([generate(config, SEED, i) for i in indices for _ in range(copies)])
-    return dataclasses.replace(batch, config=dataclasses.replace(batch.config, disclosure="hidden"))
+def sequences(turns: int) -> np.ndarray:
+    """(2^T, T) every sequence of accept/refuse answers: row r answers message k by bit
+    k-1 of r."""
+    if not 1 <= turns <= MAX_TURNS:
+        raise ValueError(f"turns must be 1 to {MAX_TURNS}, got {turns}")
+    return (np.arange(1 << turns)[:, None] >> np.arange(turns)) & 1
+
+
+def _play(seller: str, config, indices, plans: np.ndarray) -> dict[str, np.ndarray]:
+    """Market ``indices[i]`` played with the answers ``plans[i]`` (rows of one plan a
+    row), under the hidden rule."""
+    instances = {i: generate(config, SEED, i) for i in set(indices)}
+    batch = stack_instances([instances[i] for i in indices])
+    batch = dataclasses.replace(
+        batch, config=dataclasses.replace(batch.config, disclosure="hidden")
+    )
+    return evaluate_batch(batch, _make_seller(seller), AnswerPlan(plans))
 
 
 def bound(seller: str, config, indices: list[int]) -> dict[str, np.ndarray]:
     """Per market of ``indices``: the most buyer surplus (summed over buyers) any
     sequence of accept/refuse answers gets from ``seller``, the seller's profit in that
-    play, and the sequence (bit k-1: the answer to message k)."""
-    copies = 1 << config.turns
+    play, and the answers (``plan``, (markets, T))."""
+    every = sequences(config.turns)
+    copies = len(every)
     per_batch = max(1, ROWS // copies)
-    out = {"buyer_surplus": [], "profit": [], "sequence": []}
+    out = {"buyer_surplus": [], "profit": [], "plan": []}
     for s in range(0, len(indices), per_batch):
         chunk = indices[s : s + per_batch]
-        got = evaluate_batch(
-            _copies(config, chunk, copies), _make_seller(seller), AnswerSequences(config.turns)
-        )
+        got = _play(seller, config, np.repeat(chunk, copies), np.tile(every, (len(chunk), 1)))
         surplus = got["buyer_surplus"].reshape(len(chunk), copies)
         best = surplus.argmax(axis=1)
         rows = np.arange(len(chunk))
         out["buyer_surplus"].append(surplus[rows, best])
         out["profit"].append(got["profit"].reshape(len(chunk), copies)[rows, best])
-        out["sequence"].append(best)
+        out["plan"].append(every[best])
     return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def with_counters(
+    seller: str, config, indices: list[int], start: dict[str, np.ndarray], rounds: int = 4
+) -> dict[str, np.ndarray]:
+    """A local search from ``start`` (``bound``'s plays) over answers with counters: each
+    round tries, for every market, every single change of one answer (to refuse, accept
+    or one of the ``BIDS`` counters) and keeps the best if it leaves the buyers more. What
+    it finds is a play, so a lower bound on the best answers with counters, not an upper
+    one."""
+    plans = start["plan"].copy()
+    surplus = start["buyer_surplus"].copy()
+    profit = start["profit"].copy()
+    turns, options = plans.shape[1], 2 + len(BIDS)
+    for _ in range(rounds):
+        # every (market, message, answer) change; the unchanged ones replay the start
+        k = np.repeat(np.arange(turns), options)
+        a = np.tile(np.arange(options), turns)
+        trial = np.repeat(plans, len(k), axis=0)
+        trial[np.arange(len(trial)), np.tile(k, len(plans))] = np.tile(a, len(plans))
+        got = _play(seller, config, np.repeat(indices, len(k)), trial)
+        gain = got["buyer_surplus"].reshape(len(plans), len(k))
+        best = gain.argmax(axis=1)
+        rows = np.arange(len(plans))
+        better = gain[rows, best] > surplus + 1e-9
+        if not better.any():
+            break
+        plans[better] = trial.reshape(len(plans), len(k), turns)[rows, best][better]
+        surplus[better] = gain[rows, best][better]
+        profit[better] = got["profit"].reshape(len(plans), len(k))[rows, best][better]
+    return {"buyer_surplus": surplus, "profit": profit, "plan": plans}
 
 
 def against(seller: str, buyer: str, config, indices: list[int]) -> dict[str, np.ndarray]:
@@ -122,10 +198,12 @@ HEADER = [
     "best scripted buyer",
     "its surplus",
     "rl_buyer",
-    "bound",
+    "accept/refuse bound",
     "bound / best",
     f"bound - {TARGET}x best",
-    "seller's profit: vs best / at the bound",
+    "with counters (search)",
+    "search / best",
+    "seller's profit: vs best / at the bound / at the search",
 ]
 
 
@@ -138,21 +216,25 @@ def rows(seller: str, configs: list[str], markets: int) -> list[list]:
             continue
         scripted = {b: against(seller, b, config, indices) for b in SCRIPTED_BUYERS}
         best = max(scripted, key=lambda b: np.mean(scripted[b]["buyer_surplus"]))
-        ref = scripted[best]
+        ref = np.mean(scripted[best]["buyer_surplus"])
         rl = against(seller, "rl_buyer", config, indices)
         top = bound(seller, config, indices)
-        m, lo, hi = mean_ci(top["buyer_surplus"] - TARGET * ref["buyer_surplus"])
+        found = with_counters(seller, config, indices, top)
+        m, lo, hi = mean_ci(top["buyer_surplus"] - TARGET * scripted[best]["buyer_surplus"])
+        profits = (scripted[best]["profit"], top["profit"], found["profit"])
         out.append(
             [
                 name,
                 config.turns,
                 best,
-                f"{np.mean(ref['buyer_surplus']):.1f}",
+                f"{ref:.1f}",
                 f"{np.mean(rl['buyer_surplus']):.1f}",
                 f"{np.mean(top['buyer_surplus']):.1f}",
-                f"{np.mean(top['buyer_surplus']) / np.mean(ref['buyer_surplus']):.2f}x",
+                f"{np.mean(top['buyer_surplus']) / ref:.2f}x",
                 f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]",
-                f"{np.mean(ref['profit']):.1f} / {np.mean(top['profit']):.1f}",
+                f"{np.mean(found['buyer_surplus']):.1f}",
+                f"{np.mean(found['buyer_surplus']) / ref:.2f}x",
+                " / ".join(f"{np.mean(p):.1f}" for p in profits),
             ]
         )
     return out
@@ -164,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         description="The most surplus buyers who only accept or refuse can take from a seller.",
     )
     ap.add_argument("--seller", default="rl_seller", help="registry name or checkpoint")
-    ap.add_argument("--markets", type=int, default=200, help="markets per config")
+    ap.add_argument("--markets", type=int, default=100, help="markets per config")
     ap.add_argument(
         "--configs",
         default=",".join(n for n, c in CONFIGS.items() if c.turns <= MAX_TURNS),
@@ -184,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     table = rows(args.seller, configs, args.markets)
     fmt = "github" if args.markdown else "simple"
-    print(f"## {args.seller}: accept/refuse bound ({args.markets} markets per config)\n")
+    print(f"## {args.seller}: what buyers could take ({args.markets} markets per config)\n")
     print(tabulate(table, headers=HEADER, tablefmt=fmt))
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0

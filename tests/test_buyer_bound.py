@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from agents import registry
-from agents.base import BuyerAction, BuyerPolicy
+from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.evaluate import evaluate_batch
-from arena.generator import generate_batch
+from arena.generator import generate, generate_batch, stack_instances
 from arena.observation import ACCEPT, REJECT
 
 TINY = dict(buyers=3, products=2, inventory=1, turns=4, agent_share=0.5)
@@ -59,7 +59,8 @@ def test_the_bound_is_the_best_sequence_played_one_at_a_time(bb, seller, changes
         ]
     )  # (sequences, markets)
     np.testing.assert_allclose(top["buyer_surplus"], each.max(axis=0))
-    np.testing.assert_allclose(each[top["sequence"], np.arange(MARKETS)], top["buyer_surplus"])
+    chosen = (top["plan"] << np.arange(config.turns)).sum(axis=1)
+    np.testing.assert_allclose(each[chosen, np.arange(MARKETS)], top["buyer_surplus"])
     assert (each.max(axis=0) > each.min(axis=0)).any()  # the answers matter
 
 
@@ -79,9 +80,47 @@ def test_no_buyer_who_only_accepts_or_refuses_beats_the_bound(bb, buyer):
     assert (top["buyer_surplus"] > got["buyer_surplus"] + 1e-9).any()
 
 
-def test_answer_sequences_refuse_turn_budgets_outside_the_bound(bb):
+def test_the_search_with_counters_plays_what_it_reports_and_never_loses_ground(bb):
+    config = _tiny(bb, turns=6)
+    indices = list(range(MARKETS))
+    top = bb.bound("greedy_matcher", config, indices)
+    found = bb.with_counters("greedy_matcher", config, indices, top, rounds=3)
+    assert (found["buyer_surplus"] >= top["buyer_surplus"] - 1e-9).all()
+    assert (found["plan"] >= 2).any()  # counters are among the answers it keeps
+    replay = bb._play("greedy_matcher", config, indices, found["plan"])
+    np.testing.assert_allclose(replay["buyer_surplus"], found["buyer_surplus"])
+    np.testing.assert_allclose(replay["profit"], found["profit"])
+
+
+def test_a_counter_stands_and_a_later_offer_under_it_trades_at_once(bb):
+    """One buyer, one product; the seller offers it at the top of the range, then at the
+    bottom. Refused twice, nothing trades; countered at half the way from cost to the
+    first offer, the bid stands and the second offer, under it, trades without an answer.
+    Countered at three quarters, likewise; accepted at once, it trades at the top."""
+    config = _tiny(bb, buyers=1, products=1, turns=2)
+    one = generate(config, bb.SEED, 0)
+    batch = _hidden(stack_instances([one] * 4))
+    lo, hi = config.price_range
+
+    class TopThenBottom(SellerPolicy):
+        def act(self, obs):
+            z = np.zeros(obs.batch_size, int)
+            return SellerAction(z, z, np.where(obs.turn == 0, hi, lo).astype(float))
+
+    plans = np.array([[bb.REFUSE] * 2, [2 + 1, bb.REFUSE], [2 + 2, bb.REFUSE], [bb.TAKE] * 2])
+    got = evaluate_batch(batch, TopThenBottom(), bb.AnswerPlan(plans))
+    cost = float(one.costs[0])
+    assert got["trades"].tolist() == [0, 1, 1, 1]
+    np.testing.assert_allclose(got["profit"], [0.0, lo - cost, lo - cost, hi - cost])
+
+
+def test_answer_plans_outside_the_bound_are_refused(bb):
     with pytest.raises(ValueError, match="turns must be 1 to 12"):
-        bb.AnswerSequences(bb.MAX_TURNS + 1)
+        bb.sequences(bb.MAX_TURNS + 1)
+    with pytest.raises(ValueError, match="plan: answers 0 to 4"):
+        bb.AnswerPlan(np.full((2, 3), 5))
+    with pytest.raises(ValueError, match="plan: \\(rows, turns\\)"):
+        bb.AnswerPlan(np.zeros((2, 13), int))
 
 
 def test_configs_with_too_many_turns_are_skipped(bb, monkeypatch):

@@ -45,7 +45,9 @@ def _hidden(batch):
     return dataclasses.replace(batch, config=dataclasses.replace(batch.config, disclosure="hidden"))
 
 
-@pytest.mark.parametrize("seller", ["greedy_matcher", "descending_offers", "pricing_bandit"])
+@pytest.mark.parametrize(
+    "seller", ["greedy_matcher", "descending_offers", "pricing_bandit", "rl_seller"]
+)
 @pytest.mark.parametrize("changes", [{}, {"turns": 5, "patience": 2}, {"buyers": 4, "turns": 3}])
 def test_the_bound_is_the_best_sequence_played_one_at_a_time(bb, seller, changes):
     config = _tiny(bb, **changes)

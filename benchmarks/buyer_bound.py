@@ -19,8 +19,9 @@ Counters are outside that bound: a counter is a refusal with a standing bid, whi
 seller reads and at or below which a later offer trades at once. From the bound's best
 sequence, a local search (``with_counters``) changes one answer at a time, to refuse,
 accept or a counter at a quarter, half or three quarters of the way from the product's
-cost to the price offered, and keeps the best change, round after round. What it finds
-is a play that coordinated buyers could make, a lower bound on the best with counters.
+cost to the price offered, and keeps the best change, round after round until none
+helps. What it finds is a play that coordinated buyers could make, a lower bound on the
+best with counters.
 
 Printed per config: the best scripted buyer against the seller at its registered
 defaults (the reference of the issue's buyer target, picked as ``generalization.py``
@@ -153,13 +154,14 @@ def bound(seller: str, config, indices: list[int]) -> dict[str, np.ndarray]:
 
 
 def with_counters(
-    seller: str, config, indices: list[int], start: dict[str, np.ndarray], rounds: int = 4
+    seller: str, config, indices: list[int], start: dict[str, np.ndarray], rounds: int = 20
 ) -> dict[str, np.ndarray]:
     """A local search from ``start`` (``bound``'s plays) over answers with counters: each
     round tries, for every market, every single change of one answer (to refuse, accept
-    or one of the ``BIDS`` counters) and keeps the best if it leaves the buyers more. What
-    it finds is a play, so a lower bound on the best answers with counters, not an upper
-    one."""
+    or one of the ``BIDS`` counters) and keeps the best if it leaves the buyers more,
+    until no change does or ``rounds`` have run (against ``rl_seller`` in retail it stops
+    after 8). What it finds is a play, so a lower bound on the best answers with
+    counters, not an upper one."""
     plans = start["plan"].copy()
     surplus = start["buyer_surplus"].copy()
     profit = start["profit"].copy()

@@ -172,7 +172,12 @@ def with_counters(
         a = np.tile(np.arange(options), turns)
         trial = np.repeat(plans, len(k), axis=0)
         trial[np.arange(len(trial)), np.tile(k, len(plans))] = np.tile(a, len(plans))
-        got = _play(seller, config, np.repeat(indices, len(k)), trial)
+        where = np.repeat(indices, len(k))
+        parts = [
+            _play(seller, config, where[s : s + ROWS], trial[s : s + ROWS])
+            for s in range(0, len(trial), ROWS)
+        ]
+        got = {m: np.concatenate([p[m] for p in parts]) for m in ("buyer_surplus", "profit")}
         gain = got["buyer_surplus"].reshape(len(plans), len(k))
         best = gain.argmax(axis=1)
         rows = np.arange(len(plans))

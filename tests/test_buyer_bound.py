@@ -146,3 +146,17 @@ def test_bad_flags_give_one_error_line(bb, capsys, argv, message):
         bb.main(argv)
     assert err.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_batches_of_any_size_give_the_same_bound_and_search(bb, monkeypatch):
+    config = _tiny(bb, turns=5)
+    indices = list(range(MARKETS))
+    top = bb.bound("greedy_matcher", config, indices)
+    found = bb.with_counters("greedy_matcher", config, indices, top)
+    monkeypatch.setattr(bb, "ROWS", 7)  # one market a batch for the bound, 7 plays for the search
+    small = bb.bound("greedy_matcher", config, indices)
+    for k in top:
+        np.testing.assert_array_equal(small[k], top[k])
+    again = bb.with_counters("greedy_matcher", config, indices, small)
+    for k in found:
+        np.testing.assert_array_equal(again[k], found[k])

@@ -2451,7 +2451,8 @@ def test_the_stage_2_start_experiments_change_only_what_they_say():
     """The two levers on where stage 2 loses the specialist's lead on `large`
     (benchmarks/results/generalization_large_20k.md): a retail specialist trained with
     stage 2's signal prior and the stage 2 started from and taught by it, and the shipped
-    stage 2 with a lower starting learning rate."""
+    stage 2 with a lower starting learning rate; and a retail specialist trained on more
+    products."""
     shipped = load_train_config("agents/rl/configs/seller.toml")
     _same_but(
         "experiments/seller_retail_mixed_pull_prior.toml",
@@ -2464,6 +2465,18 @@ def test_the_stage_2_start_experiments_change_only_what_they_say():
     )
     _same_but("experiments/seller_gentle_stage2.toml",
               {"name": "seller_gentle_stage2", "lr": 3e-4}, base="seller.toml")  # fmt: skip
+    # and a specialist on retail markets with up to 7 products (`large` has 8)
+    specialist = load_train_config("agents/rl/configs/seller_retail_mixed_pull.toml")
+    products = dataclasses.replace(
+        specialist.family, config_jitter=(("retail", (("products", (-1.0, 3.0)),)),)
+    )
+    _same_but(
+        "experiments/seller_retail_mixed_pull_products.toml",
+        {"name": "seller_retail_mixed_pull_products", "family": products},
+        base="seller_retail_mixed_pull.toml",
+    )
+    retail = dict(specialist.family.configs)["retail"]
+    assert retail.products + 3 < 8
     assert load_train_config("agents/rl/configs/experiments/seller_gentle_stage2.toml").lr_end == (
         shipped.lr_end
     )

@@ -47,16 +47,16 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents import registry  # noqa: E402
 from agents.base import HUMAN, BuyerAction, BuyerPolicy  # noqa: E402
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
-from arena.generator import generate, generate_batch, stack_instances  # noqa: E402
+from arena.generator import generate, stack_instances  # noqa: E402
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs  # noqa: E402
 from arena.prices import cents  # noqa: E402
 from benchmarks.generalization import (  # noqa: E402
     CONFIGS,
     SCRIPTED_BUYERS,
     SEED,
+    Cells,
     _make_seller,
     add_threads_flag,
     chosen_configs,
@@ -166,10 +166,10 @@ def with_counters(
     surplus = start["buyer_surplus"].copy()
     profit = start["profit"].copy()
     turns, options = plans.shape[1], 2 + len(BIDS)
+    # every (message, answer) change of a plan; the unchanged ones replay it
+    k = np.repeat(np.arange(turns), options)
+    a = np.tile(np.arange(options), turns)
     for _ in range(rounds):
-        # every (market, message, answer) change; the unchanged ones replay the start
-        k = np.repeat(np.arange(turns), options)
-        a = np.tile(np.arange(options), turns)
         trial = np.repeat(plans, len(k), axis=0)
         trial[np.arange(len(trial)), np.tile(k, len(plans))] = np.tile(a, len(plans))
         where = np.repeat(indices, len(k))
@@ -190,15 +190,6 @@ def with_counters(
     return {"buyer_surplus": surplus, "profit": profit, "plan": plans}
 
 
-def against(seller: str, buyer: str, config, indices: list[int]) -> dict[str, np.ndarray]:
-    """Per-market metrics of ``buyer`` (every buyer of each market) against ``seller``."""
-    batch = generate_batch(config, SEED, indices)
-    batch = dataclasses.replace(
-        batch, config=dataclasses.replace(batch.config, disclosure="hidden")
-    )
-    return evaluate_batch(batch, _make_seller(seller), registry.make_buyers(buyer, seed=0))
-
-
 HEADER = [
     "config",
     "T",
@@ -217,14 +208,15 @@ HEADER = [
 def rows(seller: str, configs: list[str], markets: int) -> list[list]:
     out = []
     indices = list(range(markets))
+    cells = Cells(markets)  # the generalization benchmark's cells: the same markets
     for name in configs:
         config = CONFIGS[name]
         if config.turns > MAX_TURNS:
             continue
-        scripted = {b: against(seller, b, config, indices) for b in SCRIPTED_BUYERS}
+        scripted = {b: cells.get(seller, b, "hidden", name) for b in SCRIPTED_BUYERS}
         best = max(scripted, key=lambda b: np.mean(scripted[b]["buyer_surplus"]))
         ref = np.mean(scripted[best]["buyer_surplus"])
-        rl = against(seller, "rl_buyer", config, indices)
+        rl = cells.get(seller, "rl_buyer", "hidden", name)
         top = bound(seller, config, indices)
         found = with_counters(seller, config, indices, top)
         m, lo, hi = mean_ci(top["buyer_surplus"] - TARGET * scripted[best]["buyer_surplus"])

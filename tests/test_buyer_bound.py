@@ -128,7 +128,15 @@ def test_answer_plans_outside_the_bound_are_refused(bb):
 def test_configs_with_too_many_turns_are_skipped(bb, monkeypatch):
     played = []
     monkeypatch.setattr(bb, "bound", lambda seller, config, idx: played.append(config) or {})
-    monkeypatch.setattr(bb, "against", lambda *a: (_ for _ in ()).throw(AssertionError))
+
+    class NoCells:
+        def __init__(self, markets):
+            pass
+
+        def get(self, *cell):
+            raise AssertionError(f"played {cell}")
+
+    monkeypatch.setattr(bb, "Cells", NoCells)
     assert bb.rows("greedy_matcher", ["large"], 2) == []
     assert played == []
 

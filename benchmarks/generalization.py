@@ -19,9 +19,13 @@ tournaments/specs/default.toml) and four outside its training family
 
 Every cell plays the same ``--markets`` markets (common random numbers), so each
 comparison is a paired difference per market with a 95% t-interval. Printed: profit of
-rl_seller minus each other seller's; rl_seller's match quality and efficiency minus the
-greedy matcher's, and both sellers' trades; capture relative to the greedy matcher's per
-config; and, when the shipped
+rl_seller minus each other seller's, with two verdicts per cell: "beats all" (every
+interval above 0) and "beats all (family-wise)", the same read from intervals at level
+1 - 0.05 / cells, so that all the cells it claims hold together with 95% confidence
+(Bonferroni over the cells; within a cell, "beats every baseline" is an intersection of
+claims, each read at the cell's level, which needs no further correction); rl_seller's
+match quality and efficiency minus the greedy matcher's, and both sellers' trades;
+capture relative to the greedy matcher's per config; and, when the shipped
 ``rl_buyer`` exists, its buyer surplus against rl_seller and the scripted sellers beside
 the best scripted buyer's. ``--seed-runs`` adds the in-distribution profit of other
 training seeds' checkpoints (their spread across seeds; ``--seeds-only`` prints that
@@ -102,6 +106,7 @@ SELLERS = (
     "random_target",
     "oracle",
 )
+FAMILY = "beats all (family-wise)"
 LATEST = "assignment_matcher"
 """The baseline added last: the targets also count the cells won against the others."""
 MIXED = "human=noisy_human,agent=strategic"
@@ -151,8 +156,14 @@ def _label(buyer: str, rule: str) -> str:
     return ("mixed" if buyer == MIXED else buyer) + ("" if rule == "hidden" else f"[{rule}]")
 
 
-def _paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    return mean_ci(np.asarray(a) - np.asarray(b))
+def _paired(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
+    return mean_ci(np.asarray(a) - np.asarray(b), level)
+
+
+def family_level() -> float:
+    """The per-cell level at which every cell's verdict holds together at 95%: Bonferroni
+    over the grid's cells."""
+    return 1 - 0.05 / (len(CONFIGS) * len(BUYERS))
 
 
 def _ratio(a: float, b: float) -> float:
@@ -219,11 +230,15 @@ def _entry(run: str) -> str:
     return run if run == "rl_seller" else str(Path(run).resolve())
 
 
-def _against_scripted(cells: Cells, seller: str, buyer: str, rule: str, config: str) -> list:
+def _against_scripted(
+    cells: Cells, seller: str, buyer: str, rule: str, config: str, level: float = 0.95
+) -> list:
     """The paired (mean, lower, upper) profit difference of ``seller`` over each scripted
     seller (oracle aside) on one cell; it beats them all when every lower bound is > 0."""
     mine = cells.get(seller, buyer, rule, config)["profit"]
-    return [_paired(mine, cells.get(o, buyer, rule, config)["profit"]) for o in SELLERS[1:-1]]
+    return [
+        _paired(mine, cells.get(o, buyer, rule, config)["profit"], level) for o in SELLERS[1:-1]
+    ]
 
 
 def seller_tables(cells: Cells) -> tuple[list, list, dict]:
@@ -241,6 +256,8 @@ def seller_tables(cells: Cells) -> tuple[list, list, dict]:
             row.append(f"{np.mean(oracle['profit']):.1f}")
             row.append("yes" if earlier > 0 else "NO")
             row.append("yes" if worst > 0 else "NO")
+            strict = _against_scripted(cells, "rl_seller", buyer, rule, config, family_level())
+            row.append("yes" if min(lo for _, lo, _ in strict) > 0 else "NO")
             rows.append(row)
             g = cells.get("greedy_matcher", buyer, rule, config)
             mq = _paired(np.nan_to_num(rl["match_quality"]), np.nan_to_num(g["match_quality"]))
@@ -497,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         "profit": (
             ["config", "buyers", "rl_seller profit"]
             + [f"- {s}" for s in others]
-            + ["oracle (ref.)", f"beats all but {LATEST}", "beats all"],
+            + ["oracle (ref.)", f"beats all but {LATEST}", "beats all", FAMILY],
             profit,
         ),
         "quality": (QUALITY_HEADER, quality),
@@ -572,6 +589,8 @@ def targets(tables: dict) -> list[str]:
         "... every one but {} (the baselines before it) in {} of {} cells".format(
             LATEST, *count("profit", f"beats all but {LATEST}")
         ),
+        "... every scripted seller, every cell's claim holding together at 95% (Bonferroni"
+        " over the cells) in {} of {} cells".format(*count("profit", FAMILY)),
         "held-out capture ratio >= 0.9x the mean trained ratio in {} of {} cells".format(
             *count("capture", ">= 0.9", held_out)
         ),

@@ -77,7 +77,8 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     tables = json.loads(out.read_text())
     cells = len(gen.CONFIGS) * len(gen.BUYERS)
     assert len(tables["profit"]["rows"]) == len(tables["quality"]["rows"]) == cells
-    yes = sum(row[-1] == "yes" for row in tables["profit"]["rows"])
+    beats = tables["profit"]["header"].index("beats all")
+    yes = sum(row[beats] == "yes" for row in tables["profit"]["rows"])
     assert f"beats every scripted seller (paired CI above 0) in {yes} of {cells} cells" in printed
     held_out = (len(gen.CONFIGS) - len(gen.IN_DISTRIBUTION)) * len(gen.BUYERS)
     capture = tables["capture"]
@@ -135,7 +136,7 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     assert sum(m[0] == "rl_seller" for m in missed) == cells - yes > 0
     for config, buyers, closest, diff in (m[1:] for m in missed if m[0] == "rl_seller"):
         row = next(r for r in profit["rows"] if r[:2] == [config, buyers])
-        assert row[-1] == "NO" and row[profit["header"].index(f"- {closest}")] == diff
+        assert row[beats] == "NO" and row[profit["header"].index(f"- {closest}")] == diff
     seeds = tables["seeds"]["rows"]
     shipped = json.loads((gen.SHIPPED / "rl_seller" / "config.json").read_text())["training"]
     mine = [str(shipped["seed"]), str(shipped["iterations"])]
@@ -143,6 +144,56 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     spread = abs(float(seeds[1][3]) - float(seeds[2][3]))
     assert seeds[3][0] == "spread at 7 iterations (2 seeds)" and len(seeds) == 4
     assert float(seeds[3][3]) == pytest.approx(spread, abs=0.011)
+
+
+def test_the_family_wise_verdict_reads_intervals_at_bonferronis_level(gen, monkeypatch):
+    """Synthetic cells whose differences are exact multiples of their standard error: a
+    margin of 2.5 standard errors beats every baseline at 95% but not at the family-wise
+    level of 6 cells (t quantile 2.9), 4.0 beats them at both, 1.5 at neither."""
+    configs = {"retail": gen.RETAIL, "noisy": gen.CONFIGS["noisy"]}
+    buyers = (("truthful", "hidden"), ("haggler", "hidden"), (gen.MIXED, "mandatory"))
+    sellers = ("rl_seller", "greedy_matcher", "posted_price", "oracle")
+    monkeypatch.setattr(gen, "CONFIGS", configs)
+    monkeypatch.setattr(gen, "BUYERS", buyers)
+    monkeypatch.setattr(gen, "SELLERS", sellers)
+    assert gen.family_level() == pytest.approx(1 - 0.05 / 6)
+    n = 50
+    z = np.random.default_rng(0).normal(size=n)
+    z = (z - z.mean()) / z.std(ddof=1)  # mean 0, sample sd 1: the margin is in se units
+    se = 1 / np.sqrt(n)
+    margins = {("retail", "truthful"): 2.5, ("retail", "haggler"): 4.0}
+    cells = gen.Cells(n)
+    for config in configs:
+        for buyer, rule in buyers:
+            base = np.full(n, 100.0)
+            margin = margins.get((config, buyer), 1.5)
+            for seller in sellers:
+                profit = base + margin * se + z if seller == "rl_seller" else base
+                cells.cache[(seller, buyer, rule, config)] = {
+                    key: profit if key == "profit" else np.ones(n)
+                    for key in ("profit", "match_quality", "efficiency", "capture", "trades")
+                }
+    rows, _, _ = gen.seller_tables(cells)
+    # config, buyers, profit, two baselines' differences, oracle, three verdicts
+    assert len(rows[0]) == 9
+    verdicts = {(r[0], r[1]): (r[-2], r[-1]) for r in rows}
+    assert verdicts[("retail", "truthful")] == ("yes", "NO")
+    assert verdicts[("retail", "haggler")] == ("yes", "yes")
+    assert verdicts[("noisy", "truthful")] == ("NO", "NO")
+    q = stats.t.ppf(1 - 0.05 / 6 / 2, n - 1)
+    assert 2.5 < q < 4.0 and stats.t.ppf(0.975, n - 1) < 2.5
+    lines = gen.targets(
+        {
+            "profit": (
+                ["beats all but assignment_matcher", "beats all", gen.FAMILY],
+                [r[-3:] for r in rows],
+            ),
+            "capture": (["set", ">= 0.9", ">= 0.9 of retail"], []),
+            "quality": (gen.QUALITY_HEADER, []),
+        }
+    )
+    assert any("holding together at 95%" in line and "in 1 of 6 cells" in line for line in lines)
+    assert any(line.startswith("rl_seller beats every") and "in 2 of 6" in line for line in lines)
 
 
 def test_the_quality_table_puts_efficiency_and_trades_beside_match_quality(gen, monkeypatch):
@@ -179,7 +230,7 @@ def test_the_match_quality_target_counts_the_verdict_columns(gen):
 
     rows = [row(False, True), row(True, True), row(True, False), row(True, True)]
     tables = {
-        "profit": (["beats all", "beats all but assignment_matcher"], []),
+        "profit": (["beats all", "beats all but assignment_matcher", gen.FAMILY], []),
         "capture": (["set", ">= 0.9", ">= 0.9 of retail"], []),
         "quality": (h, rows),
     }

@@ -2,7 +2,8 @@
 accept or refuse, and a search with counters.
 
     python benchmarks/buyer_bound.py [--seller rl_seller] [--markets 100]
-                                     [--configs retail,wholesale] [--markdown] [--threads 1]
+                                     [--configs retail,wholesale] [--bids 0.1,0.2,...,0.9]
+                                     [--markdown] [--threads 1]
 
 On the markets of ``benchmarks/generalization.py`` (same configs, same seed, hidden
 rule), every sequence of answers to the seller's T messages, one bit a message (accept
@@ -18,15 +19,23 @@ knowing every value and the seller's policy. Configs with more than ``MAX_TURNS`
 Counters are outside that bound: a counter is a refusal with a standing bid, which the
 seller reads and at or below which a later offer trades at once. From the bound's best
 sequence, a local search (``with_counters``) changes one answer at a time, to refuse,
-accept or a counter at a quarter, half or three quarters of the way from the product's
-cost to the price offered, and keeps the best change, round after round until none
-helps. What it finds is a play that coordinated buyers could make, a lower bound on the
-best with counters.
+accept or a counter at 0.1, 0.2, ..., 0.9 of the way from the product's cost to the price
+offered (``--bids``: other fractions), and keeps the best change, round after round until
+none helps. What it finds is a play that coordinated buyers could make, a lower bound on
+the best with counters.
+
+Buyers who play alone, each from its own value, are scored too: every buyer counters the
+first offer it gains from at one of the same fractions of the way from the product's cost
+to the price offered, and then accepts a later offer of that product it gains from
+(``CounterOnce``). The best fraction on the same markets is reported, so the figure is a
+little optimistic; the play itself needs nothing but each buyer's own value, the offer
+and its own bid, no coordination and no knowledge of the others.
 
 Printed per config: the best scripted buyer against the seller at its registered
 defaults (the reference of the issue's buyer target, picked as ``generalization.py``
 picks it), ``rl_buyer``, the bound, the paired 95% CI of the bound minus 1.2 times the
-reference, the search with counters, and the seller's profit in each.
+reference, the search with counters, the counter-once rule, and the seller's profit in
+each; then how the search's plays answer the seller's messages.
 
 Why: ``rl_buyer`` is asked for 1.2x the best scripted buyer's surplus against
 ``rl_seller``. Where the accept/refuse bound is below 1.2x, buyers who accept or refuse
@@ -71,25 +80,35 @@ TARGET = 1.2
 
 
 REFUSE, TAKE = 0, 1
-BIDS = (0.25, 0.5, 0.75)
+BIDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """Answer ``2 + i`` counters on the offered product at ``cost + BIDS[i] * (price -
 cost)``: a refusal with a bid (the engine trades at once when a later offer of that
 product is at or below a standing bid)."""
 
 
+def check_bids(bids) -> tuple[float, ...]:
+    """Counter levels as a sorted tuple of distinct fractions, each strictly between 0 and
+    1 (at 0 a bid is the cost, at 1 it is the offer itself)."""
+    bids = tuple(sorted({float(x) for x in bids}))
+    if not bids or not all(0 < x < 1 for x in bids):
+        raise ValueError(f"fractions strictly between 0 and 1, got {bids}")
+    return bids
+
+
 class AnswerPlan(BuyerPolicy):
     """Row r answers the seller's k-th message (k = 1..T) by ``plan[r, k-1]``: REFUSE,
-    TAKE (accept) or ``2 + i``, a counter at ``BIDS[i]`` of the way from the product's cost
+    TAKE (accept) or ``2 + i``, a counter at ``bids[i]`` of the way from the product's cost
     to the price offered. A message without an offer is refused."""
 
     kind = HUMAN
 
-    def __init__(self, plan: np.ndarray) -> None:
+    def __init__(self, plan: np.ndarray, bids: tuple[float, ...] = BIDS) -> None:
         plan = np.asarray(plan)
+        self.bids = check_bids(bids)
         if plan.ndim != 2 or not 1 <= plan.shape[1] <= MAX_TURNS:
             raise ValueError(f"plan: (rows, turns) with 1 to {MAX_TURNS} turns, got {plan.shape}")
-        if plan.min() < 0 or plan.max() >= 2 + len(BIDS):
-            raise ValueError(f"plan: answers 0 to {1 + len(BIDS)}")
+        if plan.min() < 0 or plan.max() >= 2 + len(self.bids):
+            raise ValueError(f"plan: answers 0 to {1 + len(self.bids)}")
         self.plan = plan
 
     def act(self, obs: BuyerObs) -> BuyerAction:
@@ -99,7 +118,7 @@ class AnswerPlan(BuyerPolicy):
         j = obs.offer_product
         offered = j >= 0
         cost = np.take_along_axis(obs.costs, np.maximum(j, 0)[:, None], axis=1)[:, 0]
-        level = np.asarray((0.0, 0.0, *BIDS))[answer]
+        level = np.asarray((0.0, 0.0, *self.bids))[answer]
         bid = cents(
             np.where(offered, cost + level * (obs.offer_price - cost), np.nan),
             *obs.price_range,
@@ -114,6 +133,35 @@ class AnswerPlan(BuyerPolicy):
         )
 
 
+class CounterOnce(BuyerPolicy):
+    """Each buyer alone: an offer it gains from (value above the price) of a product it
+    has no standing bid on, it counters at ``share`` of the way from the product's cost to
+    the price offered; an offer of the product it has bid on it accepts if it gains from
+    it (its bid trades at once when an offer comes under it). Offers it does not gain
+    from it refuses."""
+
+    kind = HUMAN
+
+    def __init__(self, share: float) -> None:
+        (self.share,) = check_bids([share])
+
+    def act(self, obs: BuyerObs) -> BuyerAction:
+        ar = np.arange(obs.batch_size)
+        j = obs.offer_product
+        offered = j >= 0
+        k = np.maximum(j, 0)
+        value, cost, price = obs.values[ar, k], obs.costs[ar, k], obs.offer_price
+        gains = offered & (value > price)
+        first = gains & (obs.counter_product != j)
+        bid = cents(
+            np.where(first, cost + self.share * (price - cost), np.nan),
+            *obs.price_range,
+            down=True,
+        )
+        decision = np.where(first, COUNTER, np.where(gains, ACCEPT, REJECT))
+        return BuyerAction(decision, np.where(first, j, -1), np.where(first, bid, np.nan))
+
+
 def sequences(turns: int) -> np.ndarray:
     """(2^T, T) every sequence of accept/refuse answers: row r answers message k by bit
     k-1 of r."""
@@ -122,15 +170,20 @@ def sequences(turns: int) -> np.ndarray:
     return (np.arange(1 << turns)[:, None] >> np.arange(turns)) & 1
 
 
-def _play(seller: str, config, indices, plans: np.ndarray) -> dict[str, np.ndarray]:
+def _play(seller: str, config, indices, plans: np.ndarray, bids=BIDS) -> dict[str, np.ndarray]:
     """Market ``indices[i]`` played with the answers ``plans[i]`` (rows of one plan a
-    row), under the hidden rule."""
+    row, counters at ``bids``), under the hidden rule."""
+    return _play_with(seller, config, indices, AnswerPlan(plans, bids))
+
+
+def _play_with(seller: str, config, indices, buyers: BuyerPolicy) -> dict[str, np.ndarray]:
+    """Markets ``indices`` (repeats allowed) played by ``buyers``, under the hidden rule."""
     instances = {i: generate(config, SEED, i) for i in set(indices)}
     batch = stack_instances([instances[i] for i in indices])
     batch = dataclasses.replace(
         batch, config=dataclasses.replace(batch.config, disclosure="hidden")
     )
-    return evaluate_batch(batch, _make_seller(seller), AnswerPlan(plans))
+    return evaluate_batch(batch, _make_seller(seller), buyers)
 
 
 def bound(seller: str, config, indices: list[int]) -> dict[str, np.ndarray]:
@@ -154,18 +207,23 @@ def bound(seller: str, config, indices: list[int]) -> dict[str, np.ndarray]:
 
 
 def with_counters(
-    seller: str, config, indices: list[int], start: dict[str, np.ndarray], rounds: int = 20
+    seller: str,
+    config,
+    indices: list[int],
+    start: dict[str, np.ndarray],
+    rounds: int = 20,
+    bids: tuple[float, ...] = BIDS,
 ) -> dict[str, np.ndarray]:
     """A local search from ``start`` (``bound``'s plays) over answers with counters: each
     round tries, for every market, every single change of one answer (to refuse, accept
-    or one of the ``BIDS`` counters) and keeps the best if it leaves the buyers more,
+    or a counter at one of the ``bids``) and keeps the best if it leaves the buyers more,
     until no change does or ``rounds`` have run (against ``rl_seller`` in retail it stops
     after 8). What it finds is a play, so a lower bound on the best answers with
     counters, not an upper one."""
     plans = start["plan"].copy()
     surplus = start["buyer_surplus"].copy()
     profit = start["profit"].copy()
-    turns, options = plans.shape[1], 2 + len(BIDS)
+    turns, options = plans.shape[1], 2 + len(bids)
     # every (message, answer) change of a plan; the unchanged ones replay it
     k = np.repeat(np.arange(turns), options)
     a = np.tile(np.arange(options), turns)
@@ -174,7 +232,7 @@ def with_counters(
         trial[np.arange(len(trial)), np.tile(k, len(plans))] = np.tile(a, len(plans))
         where = np.repeat(indices, len(k))
         parts = [
-            _play(seller, config, where[s : s + ROWS], trial[s : s + ROWS])
+            _play(seller, config, where[s : s + ROWS], trial[s : s + ROWS], bids)
             for s in range(0, len(trial), ROWS)
         ]
         got = {m: np.concatenate([p[m] for p in parts]) for m in ("buyer_surplus", "profit")}
@@ -190,6 +248,21 @@ def with_counters(
     return {"buyer_surplus": surplus, "profit": profit, "plan": plans}
 
 
+def counter_once(seller: str, config, indices: list[int], bids=BIDS) -> dict:
+    """``CounterOnce`` at each of ``bids``: the share whose play leaves the buyers the most
+    surplus (mean over the markets), with its per-market surplus and the seller's profit."""
+    plays = {f: _play_with(seller, config, indices, CounterOnce(f)) for f in bids}
+    best = max(plays, key=lambda f: np.mean(plays[f]["buyer_surplus"]))
+    return {"share": best, **{k: plays[best][k] for k in ("buyer_surplus", "profit")}}
+
+
+def answers(plans: np.ndarray, bids=BIDS) -> str:
+    """How a set of plays answers the seller's messages: the share of each answer."""
+    names = ["refuse", "accept", *(f"counter {b:g}" for b in bids)]
+    counts = np.bincount(plans.ravel(), minlength=len(names))
+    return ", ".join(f"{n} {c / plans.size:.0%}" for n, c in zip(names, counts, strict=True) if c)
+
+
 HEADER = [
     "config",
     "T",
@@ -201,11 +274,15 @@ HEADER = [
     f"bound - {TARGET}x best",
     "with counters (search)",
     "search / best",
-    "seller's profit: vs best / at the bound / at the search",
+    "counter once (each alone)",
+    "once / best",
+    "seller's profit: vs best / at the bound / at the search / at counter once",
 ]
 
 
-def rows(seller: str, configs: list[str], markets: int) -> list[list]:
+def rows(seller: str, configs: list[str], markets: int, bids=BIDS) -> list[list]:
+    """The table's rows; each row's last entry (not a column) says how the search's
+    plays answer."""
     out = []
     indices = list(range(markets))
     cells = Cells(markets)  # the generalization benchmark's cells: the same markets
@@ -218,9 +295,10 @@ def rows(seller: str, configs: list[str], markets: int) -> list[list]:
         ref = np.mean(scripted[best]["buyer_surplus"])
         rl = cells.get(seller, "rl_buyer", "hidden", name)
         top = bound(seller, config, indices)
-        found = with_counters(seller, config, indices, top)
+        found = with_counters(seller, config, indices, top, bids=bids)
+        alone = counter_once(seller, config, indices, bids)
         m, lo, hi = mean_ci(top["buyer_surplus"] - TARGET * scripted[best]["buyer_surplus"])
-        profits = (scripted[best]["profit"], top["profit"], found["profit"])
+        profits = (scripted[best]["profit"], top["profit"], found["profit"], alone["profit"])
         out.append(
             [
                 name,
@@ -233,7 +311,10 @@ def rows(seller: str, configs: list[str], markets: int) -> list[list]:
                 f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]",
                 f"{np.mean(found['buyer_surplus']):.1f}",
                 f"{np.mean(found['buyer_surplus']) / ref:.2f}x",
+                f"{np.mean(alone['buyer_surplus']):.1f} (at {alone['share']:g})",
+                f"{np.mean(alone['buyer_surplus']) / ref:.2f}x",
                 " / ".join(f"{np.mean(p):.1f}" for p in profits),
+                answers(found["plan"], bids),
             ]
         )
     return out
@@ -251,11 +332,21 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(n for n, c in CONFIGS.items() if c.turns <= MAX_TURNS),
         help=f"comma-separated (configs with more than {MAX_TURNS} turns are skipped)",
     )
+    ap.add_argument(
+        "--bids",
+        default=",".join(str(x) for x in BIDS),
+        help="the search's counter levels: comma-separated fractions of the way from the "
+        "product's cost to the price offered",
+    )
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     add_threads_flag(ap)
     args = ap.parse_args(argv)
     try:
         configs = chosen_configs(args.configs)
+        try:
+            bids = check_bids(float(x) for x in args.bids.split(","))
+        except ValueError as err:
+            raise ValueError(f"--bids: {args.bids!r}: {err}") from None
         use_threads(args.threads)
         if args.markets < 1:
             raise ValueError("--markets: 1 at least")
@@ -263,10 +354,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, KeyError, OSError) as err:
         ap.error(str(err.args[0] if err.args else err))
     t0 = time.perf_counter()
-    table = rows(args.seller, configs, args.markets)
+    table = rows(args.seller, configs, args.markets, bids)
     fmt = "github" if args.markdown else "simple"
     print(f"## {args.seller}: what buyers could take ({args.markets} markets per config)\n")
-    print(tabulate(table, headers=HEADER, tablefmt=fmt))
+    print(f"Counters at {', '.join(f'{x:g}' for x in bids)} of the way.\n")
+    print(tabulate([r[:-1] for r in table], headers=HEADER, tablefmt=fmt))
+    print("\nHow the search's plays answer the seller's messages:\n")
+    for r in table:
+        print(f"- {r[0]}: {r[-1]}")
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -13,7 +13,7 @@ from agents import registry
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.evaluate import evaluate_batch
 from arena.generator import generate, generate_batch, stack_instances
-from arena.observation import ACCEPT, REJECT
+from arena.observation import ACCEPT, COUNTER, REJECT
 
 TINY = dict(buyers=3, products=2, inventory=1, turns=4, agent_share=0.5)
 MARKETS = 40
@@ -110,17 +110,98 @@ def test_a_counter_stands_and_a_later_offer_under_it_trades_at_once(bb):
             return SellerAction(z, z, np.where(obs.turn == 0, hi, lo).astype(float))
 
     plans = np.array([[bb.REFUSE] * 2, [2 + 1, bb.REFUSE], [2 + 2, bb.REFUSE], [bb.TAKE] * 2])
-    got = evaluate_batch(batch, TopThenBottom(), bb.AnswerPlan(plans))
+    got = evaluate_batch(batch, TopThenBottom(), bb.AnswerPlan(plans, (0.25, 0.5, 0.75)))
     cost = float(one.costs[0])
     assert got["trades"].tolist() == [0, 1, 1, 1]
     np.testing.assert_allclose(got["profit"], [0.0, lo - cost, lo - cost, hi - cost])
+
+
+def test_the_counters_bid_where_their_levels_say(bb):
+    """The seller offers the top of the range, then 80% of the way from cost to it. A
+    counter at three quarters of the way stands under the second offer, so nothing
+    trades; with the levels set to 0.9 the same answer bids above it, and it trades."""
+    config = _tiny(bb, buyers=1, products=1, turns=2)
+    one = generate(config, bb.SEED, 0)
+    cost = float(one.costs[0])
+    hi = config.price_range[1]
+    second = round(cost + 0.8 * (hi - cost), 2)
+
+    class TopThenLower(SellerPolicy):
+        def act(self, obs):
+            z = np.zeros(obs.batch_size, int)
+            return SellerAction(z, z, np.where(obs.turn == 0, hi, second).astype(float))
+
+    plan = np.array([[2 + 2, bb.REFUSE]])
+    batch = _hidden(stack_instances([one]))
+    low = evaluate_batch(batch, TopThenLower(), bb.AnswerPlan(plan, (0.25, 0.5, 0.75)))
+    high = evaluate_batch(batch, TopThenLower(), bb.AnswerPlan(plan, (0.25, 0.5, 0.9)))
+    assert low["trades"].tolist() == [0] and high["trades"].tolist() == [1]
+    np.testing.assert_allclose(high["profit"], [second - cost])
+    assert bb.check_bids([0.5, 0.1, 0.5]) == (0.1, 0.5)
+    for bad in ([], [0.0], [1.0], [0.5, 1.2]):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            bb.check_bids(bad)
+
+
+def test_a_buyer_alone_counters_its_first_gainful_offer_and_takes_a_later_one(bb):
+    """One buyer, one product of value v. The seller asks 10 over v, then v - 10, then
+    1 under v: the first it refuses (no gain), the second it counters at 0.5 of the way
+    from cost, and the third, above its bid and under its value, it accepts."""
+    config = _tiny(bb, buyers=1, products=1, turns=3)
+    one = next(
+        m
+        for m in (generate(config, bb.SEED, i) for i in range(100))
+        if m.values[0, 0] < 85 and m.costs[0] < m.values[0, 0] - 20
+    )
+    v, cost = float(one.values[0, 0]), float(one.costs[0])
+    asks = tuple(np.floor(np.array([v + 10, v - 10, v - 1]) * 100) / 100)  # whole cents
+
+    class Asks(SellerPolicy):
+        def act(self, obs):
+            z = np.zeros(obs.batch_size, int)
+            return SellerAction(z, z, np.asarray(asks)[np.minimum(obs.turn, 2)])
+
+    seen = []
+
+    class Watch(bb.CounterOnce):
+        def act(self, obs):
+            out = super().act(obs)
+            seen.append((int(out.decision[0]), float(out.price[0])))
+            return out
+
+    batch = _hidden(stack_instances([one]))
+    got = evaluate_batch(batch, Asks(), Watch(0.5))
+    bid = np.floor((cost + 0.5 * (asks[1] - cost)) * 100) / 100
+    assert [d for d, _ in seen] == [REJECT, COUNTER, ACCEPT]
+    assert seen[1][1] == pytest.approx(bid)
+    np.testing.assert_allclose(got["profit"], [asks[2] - cost])
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        bb.CounterOnce(1.0)
+
+
+def test_counter_once_reports_its_best_share_and_answers_are_shares(bb):
+    config = _tiny(bb, turns=6)
+    indices = list(range(MARKETS))
+    best = bb.counter_once("greedy_matcher", config, indices, (0.3, 0.6, 0.9))
+    each = {
+        f: bb._play_with("greedy_matcher", config, indices, bb.CounterOnce(f))
+        for f in (0.3, 0.6, 0.9)
+    }
+    top = max(each, key=lambda f: each[f]["buyer_surplus"].mean())
+    assert best["share"] == top
+    np.testing.assert_array_equal(best["buyer_surplus"], each[top]["buyer_surplus"])
+    assert bb.answers(np.array([[0, 1], [1, 3]]), (0.25, 0.5)) == (
+        "refuse 25%, accept 50%, counter 0.5 25%"
+    )
 
 
 def test_answer_plans_outside_the_bound_are_refused(bb):
     with pytest.raises(ValueError, match="turns must be 1 to 12"):
         bb.sequences(bb.MAX_TURNS + 1)
     with pytest.raises(ValueError, match="plan: answers 0 to 4"):
-        bb.AnswerPlan(np.full((2, 3), 5))
+        bb.AnswerPlan(np.full((2, 3), 5), (0.25, 0.5, 0.75))
+    with pytest.raises(ValueError, match="plan: answers 0 to 10"):
+        bb.AnswerPlan(np.full((2, 3), 11))
     with pytest.raises(ValueError, match="plan: \\(rows, turns\\)"):
         bb.AnswerPlan(np.zeros((2, 13), int))
 
@@ -147,6 +228,8 @@ def test_configs_with_too_many_turns_are_skipped(bb, monkeypatch):
         (["--configs", "nowhere"], "--configs: known are"),
         (["--markets", "0"], "--markets: 1 at least"),
         (["--seller", "no_such_seller"], "no_such_seller"),
+        (["--bids", "0.5,1.5"], "--bids: '0.5,1.5': fractions strictly between 0 and 1"),
+        (["--bids", "half"], "--bids: 'half'"),
     ],
 )
 def test_bad_flags_give_one_error_line(bb, capsys, argv, message):

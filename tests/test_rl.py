@@ -19,14 +19,14 @@ from agents.conformance import check_buyer, check_seller
 from agents.evaluate import play_markets
 from agents.rl import checkpoint
 from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_config
-from agents.rl.policies import RLBuyer, RLSeller
+from agents.rl.policies import BID_SHARES, RLBuyer, RLSeller
 from agents.rl.ppo import gae, returns_to_go, train
 from agents.scripted.buyers import Truthful
 from agents.scripted.sellers import GreedyMatcher
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch
-from arena.observation import take_rows
+from arena.observation import COUNTER, BuyerObs, take_rows
 
 # Stage 3 of the recipe shipped before the plan-feature one, the base of the experiments
 # measured against it (agents/rl/configs/experiments/seller_stage3.toml).
@@ -2528,3 +2528,84 @@ def test_the_planned_retail_teacher_pulls_change_only_the_weight(suffix, coef):
         {"name": name, "teacher_coef": coef},
         base="experiments/seller_stage3_retail_planned_features.toml",
     )
+
+
+def _countering(bid_to_offer: bool, level: int) -> RLBuyer:
+    """A buyer whose network always counters, on the first product in stock, at bid level
+    ``level`` (every weight zero but the decision's and the bid level's biases)."""
+    buyer = RLBuyer(hidden=8, bid_to_offer=bid_to_offer)
+    with torch.no_grad():
+        for p in buyer.net.parameters():
+            p.zero_()
+        buyer.net.decision_head[-1].bias[COUNTER] = 10.0
+        buyer.net.price_head.bias[level] = 10.0
+    return buyer
+
+
+def _offer(product: int, price: float) -> BuyerObs:
+    """One buyer asked about ``product`` at ``price``: values 80 and 50 for two products
+    of cost 20 on a [0, 100] range."""
+
+    def one(x, dtype=float):
+        return np.asarray([x], dtype)
+
+    return BuyerObs(
+        turns=4,
+        price_range=(0.0, 100.0),
+        patience=0,
+        needs_answer=one(True, bool),
+        buyer=one(0, np.int64),
+        values=np.asarray([[80.0, 50.0]]),
+        costs=np.asarray([[20.0, 20.0]]),
+        stock=np.asarray([[1, 1]]),
+        offer_product=one(product, np.int64),
+        offer_price=one(price),
+        n_messages=one(1, np.int64),
+        first_price=one(price),
+        counter_product=one(-1, np.int64),
+        counter_price=one(np.nan),
+        is_agent=one(True, bool),
+        disclosed=one(False, bool),
+        turn=one(1, np.int64),
+        key=one(7, np.uint64),
+        num_buyers=1,
+    )
+
+
+def test_bids_to_the_offer_ask_a_share_of_the_sellers_margin_back():
+    """Level 0.5 on product 0 (value 80, cost 20): half way to the value bids 50 whatever
+    the offer; half way to the offer bids 40 on an offer of 60, and 50 again on an offer
+    of 95, above the value (the anchor is the lesser of the two). A counter on a product
+    not on offer bids toward its value either way."""
+    half = BID_SHARES.index(0.5)
+    value, offer = _countering(False, half), _countering(True, half)
+    assert value.act(_offer(0, 60.0)).price.tolist() == [50.0]
+    got = offer.act(_offer(0, 60.0))
+    assert got.decision.tolist() == [COUNTER] and got.product.tolist() == [0]
+    assert got.price.tolist() == [40.0]
+    assert offer.act(_offer(0, 95.0)).price.tolist() == [50.0]
+    assert offer.act(_offer(1, 30.0)).price.tolist() == [50.0]  # product 0 is not on offer
+
+
+def test_bids_to_the_offer_travel_with_the_checkpoint_and_the_config(tmp_path):
+    half = BID_SHARES.index(0.5)
+    saved = checkpoint.save(tmp_path / "b", _countering(True, half), name="b")
+    again = checkpoint.load(saved)
+    assert again.bid_to_offer and again.act(_offer(0, 60.0)).price.tolist() == [40.0]
+    plain = checkpoint.load(checkpoint.save(tmp_path / "p", _countering(False, half), name="p"))
+    assert not plain.bid_to_offer
+    assert (
+        "bid_to_offer"
+        not in json.loads((tmp_path / "p" / "config.json").read_text())["policy"]["params"]
+    )
+    with pytest.raises(ValueError, match="bid_to_offer must be true or false"):
+        RLBuyer.from_checkpoint_params({"shares": [0.5], "bid_to_offer": "yes"})
+    exp = load_train_config("agents/rl/configs/experiments/buyer_bid_to_offer.toml")
+    shipped = load_train_config("agents/rl/configs/buyer.toml")
+    assert exp.bid_to_offer and not shipped.bid_to_offer
+    assert _pool(exp) == _pool(shipped)
+    for f in dataclasses.fields(TrainConfig):
+        if f.name not in {"bid_to_offer", "name", "source", "opponents"}:
+            assert getattr(exp, f.name) == getattr(shipped, f.name), f.name
+    with pytest.raises(ValueError, match="train.bid_to_offer: a buyer-side option"):
+        dataclasses.replace(exp, side="seller", learned_disclosure=False)

@@ -64,7 +64,7 @@ _PARAMS = {
         "within_plan",
         "expert_pair",
     },
-    "RLBuyer": {"shares"},
+    "RLBuyer": {"shares", "bid_to_offer"},
     "FixedSizeSeller": {"buyers", "products", "offsets"},
 }
 

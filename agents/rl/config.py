@@ -314,6 +314,10 @@ class TrainConfig:
     learned_disclosure: bool = False
     """Buyer side: also learn, per market, whether to disclose under the voluntary rule
     (a disclosure head, trained on markets of the voluntary rule)."""
+    bid_to_offer: bool = False
+    """Buyer side: a counter on the product on offer bids a share of the way from cost to
+    the lesser of the buyer's value and the price offered, not to its value
+    (``agents.rl.policies.RLBuyer``). The trained checkpoint records it."""
     target_kl: float = 0.02
     """Stop an update's epochs once the approximate KL to the rollout policy exceeds
     this (0: never)."""
@@ -389,6 +393,8 @@ class TrainConfig:
             raise ValueError("no [family]: the learner needs markets")
         if self.learned_disclosure and self.side != "buyer":
             raise ValueError("train.learned_disclosure: a buyer-side option")
+        if self.bid_to_offer and self.side != "buyer":
+            raise ValueError("train.bid_to_offer: a buyer-side option")
         if self.film and self.side != "seller":
             raise ValueError("train.film: a seller-side option")
         if self.pooled and self.side != "seller":

@@ -34,8 +34,11 @@ their mean, and features, anchors and the expert's estimates all start from the 
 ones. Checkpoints record it (the shipped ``rl_seller``: 0.25).
 
 Buyer bids. For product j with value v_j and cost c_j, bid level k bids
-``c' + shares[k] * (v_j - c')`` with ``c' = clip(c_j, lo, v_j)``: from the seller's cost
-up to its own value, never above it.
+``c' + shares[k] * (a_j - c')`` with ``c' = clip(c_j, lo, a_j)`` and the anchor ``a_j = v_j``:
+from the seller's cost up to its own value, never above it. With ``bid_to_offer`` the
+anchor of the product on offer is ``min(v_j, p)``, the lesser of its value and the price
+offered: the levels then ask for a share of the seller's margin back (``shares[k]`` of the
+way from cost to the offer), whatever the buyer's own value.
 """
 
 from __future__ import annotations
@@ -424,8 +427,10 @@ class RLBuyer(BuyerPolicy):
         hidden: int = 48,
         disclosure: str = "never",
         disclosure_head: bool = False,
+        bid_to_offer: bool = False,
     ) -> None:
         self.shares = tuple(float(x) for x in shares)
+        self.bid_to_offer = bool(bid_to_offer)
         if net is None:
             feats = DISCLOSURE_FEATURES if disclosure_head or disclosure == "learned" else 0
             net = BuyerNet(BuyerNetConfig(BUYER_FEATURES, len(self.shares), hidden, feats))
@@ -442,14 +447,21 @@ class RLBuyer(BuyerPolicy):
         self.trace_disclosure: list | None = None  # a trainer's record of the choices
         self._mem: BuyerMemory | None = None
 
-    def checkpoint_params(self) -> dict[str, list[float]]:
+    def checkpoint_params(self) -> dict[str, list[float] | bool]:
         """What a checkpoint stores besides the network (``agents.rl.checkpoint``)."""
-        return {"shares": list(self.shares)}
+        out: dict[str, list[float] | bool] = {"shares": list(self.shares)}
+        if self.bid_to_offer:  # newer than the first checkpoints' records
+            out["bid_to_offer"] = True
+        return out
 
     @classmethod
-    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...]]:
+    def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...] | bool]:
         """Constructor arguments from a checkpoint's params."""
-        return _float_tuples(params)
+        params = dict(params)
+        to_offer = params.pop("bid_to_offer", False)
+        if not isinstance(to_offer, bool):
+            raise ValueError(f"bid_to_offer must be true or false, got {to_offer!r}")
+        return {**_float_tuples(params), "bid_to_offer": to_offer}
 
     def reset(self, batch_size: int) -> None:
         self._mem = None
@@ -490,9 +502,12 @@ class RLBuyer(BuyerPolicy):
             )
         lo, hi = obs.price_range
         ar = np.arange(b)
-        v = obs.values[ar, product]
-        c = np.clip(obs.costs[ar, product], lo, v)
-        bid = cents(c + np.asarray(self.shares)[level] * (v - c), lo, hi, down=True)
+        top = obs.values[ar, product]
+        if self.bid_to_offer:
+            on_offer = (product == obs.offer_product) & np.isfinite(obs.offer_price)
+            top = np.where(on_offer, np.fmin(top, obs.offer_price), top)
+        c = np.clip(obs.costs[ar, product], lo, top)
+        bid = cents(c + np.asarray(self.shares)[level] * (top - c), lo, hi, down=True)
         action = BuyerAction(
             decision=np.where(decision_ok[ar, decision], decision, REJECT).astype(np.int64),
             product=np.where(counter, product, 0).astype(np.int64),

@@ -817,6 +817,8 @@ def start_policy(cfg: TrainConfig):
             policy.assignment = cfg.assignment
         if cfg.side == "seller" and cfg.within_plan is not None:
             policy.within_plan = cfg.within_plan
+        if cfg.side == "buyer" and cfg.bid_to_offer:
+            policy.bid_to_offer = True
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
@@ -835,7 +837,13 @@ def start_policy(cfg: TrainConfig):
             within_plan=bool(cfg.within_plan),
         )
     mode = "learned" if cfg.learned_disclosure else "never"
-    return RLBuyer(seed=cfg.seed, greedy=False, hidden=cfg.hidden, disclosure=mode)
+    return RLBuyer(
+        seed=cfg.seed,
+        greedy=False,
+        hidden=cfg.hidden,
+        disclosure=mode,
+        bid_to_offer=cfg.bid_to_offer,
+    )
 
 
 def _with_disclosure_head(policy: RLBuyer, cfg: TrainConfig) -> RLBuyer:
@@ -843,11 +851,23 @@ def _with_disclosure_head(policy: RLBuyer, cfg: TrainConfig) -> RLBuyer:
     net = policy.net
     if not net.cfg.disclosure:
         torch.manual_seed(cfg.seed)
-        grown = RLBuyer(hidden=net.cfg.hidden, shares=policy.shares, disclosure_head=True).net
+        grown = RLBuyer(
+            hidden=net.cfg.hidden,
+            shares=policy.shares,
+            disclosure_head=True,
+            bid_to_offer=policy.bid_to_offer,
+        ).net
         missing, unexpected = grown.load_state_dict(net.state_dict(), strict=False)
         assert not unexpected and all(k.startswith("disclosure_head.") for k in missing)
         net = grown
-    return RLBuyer(net, seed=cfg.seed, greedy=False, shares=policy.shares, disclosure="learned")
+    return RLBuyer(
+        net,
+        seed=cfg.seed,
+        greedy=False,
+        shares=policy.shares,
+        disclosure="learned",
+        bid_to_offer=policy.bid_to_offer,
+    )
 
 
 def _save_state(out: Path, optimizer: torch.optim.Optimizer, iteration: int, info: dict) -> None:

@@ -20,7 +20,7 @@ from agents.evaluate import play_markets
 from agents.rl import checkpoint
 from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_config
 from agents.rl.policies import BID_SHARES, RLBuyer, RLSeller
-from agents.rl.ppo import gae, returns_to_go, train
+from agents.rl.ppo import gae, returns_to_go, start_policy, train
 from agents.scripted.buyers import Truthful
 from agents.scripted.sellers import GreedyMatcher
 from arena.config import MarketConfig
@@ -2609,3 +2609,17 @@ def test_bids_to_the_offer_travel_with_the_checkpoint_and_the_config(tmp_path):
             assert getattr(exp, f.name) == getattr(shipped, f.name), f.name
     with pytest.raises(ValueError, match="train.bid_to_offer: a buyer-side option"):
         dataclasses.replace(exp, side="seller", learned_disclosure=False)
+
+
+def test_a_run_with_bids_to_the_offer_starts_and_ends_with_them(tmp_path):
+    """``train.bid_to_offer`` reaches the policy a run starts from, fresh or from a
+    ``train.init`` checkpoint trained without it (with its disclosure head grown)."""
+    exp = load_train_config("agents/rl/configs/experiments/buyer_bid_to_offer.toml")
+    fresh = start_policy(exp)
+    assert isinstance(fresh, RLBuyer) and fresh.bid_to_offer and fresh.disclosure == "learned"
+    assert not start_policy(dataclasses.replace(exp, bid_to_offer=False)).bid_to_offer
+    plain = checkpoint.save(tmp_path / "plain", RLBuyer(hidden=16), name="plain")
+    grown = start_policy(dataclasses.replace(exp, init=str(plain), hidden=16))
+    assert grown.bid_to_offer and grown.net.cfg.disclosure
+    saved = checkpoint.load(checkpoint.save(tmp_path / "out", grown, name="out"))
+    assert saved.bid_to_offer

@@ -491,6 +491,7 @@ class TrainConfig:
             "imitation_spare",
             "expert_opponents",
             "expert_spare",
+            "bid_to_offer",
         ):
             if not out[newer]:
                 out.pop(newer)

@@ -851,12 +851,7 @@ def _with_disclosure_head(policy: RLBuyer, cfg: TrainConfig) -> RLBuyer:
     net = policy.net
     if not net.cfg.disclosure:
         torch.manual_seed(cfg.seed)
-        grown = RLBuyer(
-            hidden=net.cfg.hidden,
-            shares=policy.shares,
-            disclosure_head=True,
-            bid_to_offer=policy.bid_to_offer,
-        ).net
+        grown = RLBuyer(hidden=net.cfg.hidden, shares=policy.shares, disclosure_head=True).net
         missing, unexpected = grown.load_state_dict(net.state_dict(), strict=False)
         assert not unexpected and all(k.startswith("disclosure_head.") for k in missing)
         net = grown

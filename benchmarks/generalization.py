@@ -42,6 +42,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ import torch
 from tabulate import tabulate
 
 from agents import registry
+from agents.base import BuyerPolicy
 from agents.evaluate import evaluate_batch, mean_ci
 from agents.rl import checkpoint
 from arena.config import MarketConfig
@@ -194,16 +196,22 @@ class Cells:
         return self._batches[config]
 
     def get(self, seller: str, buyer: str, rule: str, config: str) -> dict[str, np.ndarray]:
-        key = (seller, buyer, rule, config)
+        """``seller`` against ``buyer`` (a registry buyer or population)."""
+        return self.play(seller, buyer, lambda: registry.make_buyers(buyer, seed=0), rule, config)
+
+    def play(
+        self, seller: str, label: str, buyers: Callable[[], BuyerPolicy], rule: str, config: str
+    ) -> dict[str, np.ndarray]:
+        """``seller`` against the buyers ``buyers()`` makes (fresh for every batch), cached
+        under ``label``."""
+        key = (seller, label, rule, config)
         if key not in self.cache:
             out = []
             for batch, w in self._batch(config):
                 batch = dataclasses.replace(
                     batch, config=dataclasses.replace(batch.config, disclosure=rule)
                 )
-                s = _make_seller(seller)
-                b = registry.make_buyers(buyer, seed=0)
-                out.append(evaluate_batch(batch, s, b, w))
+                out.append(evaluate_batch(batch, _make_seller(seller), buyers(), w))
             self.cache[key] = {k: np.concatenate([o[k] for o in out]) for k in out[0]}
         return self.cache[key]
 

@@ -95,6 +95,15 @@ def check_bids(bids) -> tuple[float, ...]:
     return bids
 
 
+def parse_fractions(flag: str, text: str) -> tuple[float, ...]:
+    """A comma-separated flag value as ``check_bids`` fractions (a ValueError that names
+    the flag and the value)."""
+    try:
+        return check_bids(float(x) for x in text.split(","))
+    except ValueError as err:
+        raise ValueError(f"{flag}: {text!r}: {err}") from None
+
+
 class AnswerPlan(BuyerPolicy):
     """Row r answers the seller's k-th message (k = 1..T) by ``plan[r, k-1]``: REFUSE,
     TAKE (accept) or ``2 + i``, a counter at ``bids[i]`` of the way from the product's cost
@@ -343,10 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         configs = chosen_configs(args.configs)
-        try:
-            bids = check_bids(float(x) for x in args.bids.split(","))
-        except ValueError as err:
-            raise ValueError(f"--bids: {args.bids!r}: {err}") from None
+        bids = parse_fractions("--bids", args.bids)
         use_threads(args.threads)
         if args.markets < 1:
             raise ValueError("--markets: 1 at least")

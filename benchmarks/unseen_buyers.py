@@ -28,7 +28,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.buyer_bound import CounterOnce, check_bids  # noqa: E402
+from benchmarks.buyer_bound import CounterOnce, parse_fractions  # noqa: E402
 from benchmarks.generalization import (  # noqa: E402
     CONFIGS,
     SELLERS,
@@ -100,10 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         configs = chosen_configs(args.configs)
-        try:
-            shares = check_bids(float(x) for x in args.shares.split(","))
-        except ValueError as err:
-            raise ValueError(f"--shares: {args.shares!r}: {err}") from None
+        shares = parse_fractions("--shares", args.shares)
         if args.markets < 1:
             raise ValueError("--markets: 1 at least")
         use_threads(args.threads)

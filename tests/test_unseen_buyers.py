@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from agents import registry
+from agents.base import SellerAction, SellerPolicy
 from agents.evaluate import evaluate_batch
-from arena.generator import generate_batch
+from arena.generator import generate, generate_batch, stack_instances
 from arena.metrics import welfare_bounds
 
 
@@ -89,3 +90,43 @@ def test_bad_flags_give_one_error_line(ub, capsys, argv, message):
         ub.main(argv)
     assert err.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_tally_sorts_each_offer_by_the_asked_buyers_bid(ub):
+    """One buyer, one product of value v; the seller asks 10 over v, 10 under, then 1
+    under, then 10 under again. The buyer refuses the first, counters the second at half
+    way from cost (a bid under both later asks), and takes the third: two offers to a
+    buyer without a bid, one of the bid's product above it, and none after the trade."""
+    gen = sys.modules["benchmarks.generalization"]
+    config = dataclasses.replace(gen.RETAIL, buyers=1, products=1, inventory=1, turns=4)
+    one = next(
+        m
+        for m in (generate(config, gen.SEED, i) for i in range(100))
+        if m.values[0, 0] < 85 and m.costs[0] < m.values[0, 0] - 20
+    )
+    v = float(one.values[0, 0])
+    asks = np.floor(np.array([v + 10, v - 10, v - 1, v - 10]) * 100) / 100
+
+    class Asks(SellerPolicy):
+        def act(self, obs):
+            z = np.zeros(obs.batch_size, int)
+            return SellerAction(z, z, asks[np.minimum(obs.turn, 3)])
+
+    tally = ub.Tally(Asks())
+    batch = stack_instances([one])
+    batch = dataclasses.replace(
+        batch, config=dataclasses.replace(batch.config, disclosure="hidden")
+    )
+    got = evaluate_batch(batch, tally, ub.CounterOnce(0.5))
+    assert got["trades"].tolist() == [1]
+    assert tally.counts.tolist() == [0, 1, 0, 2]
+
+
+def test_against_buyers_who_never_bid_every_offer_goes_to_a_buyer_without_one(ub, monkeypatch):
+    monkeypatch.setattr(ub, "CounterOnce", lambda share: registry.make("truthful", "buyer"))
+    monkeypatch.setattr(ub, "SELLERS", ("rl_seller", "greedy_matcher", "oracle"))
+    rows = ub.action_rows("retail", (0.5,), 20)
+    assert [r[1] for r in rows] == ["rl_seller", "greedy_matcher"]
+    for row in rows:
+        counts = [float(x) for x in row[4:]]
+        assert counts[:3] == [0.0, 0.0, 0.0] and 0 < counts[3] <= 12

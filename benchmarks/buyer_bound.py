@@ -46,7 +46,6 @@ counters add.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -69,6 +68,7 @@ from benchmarks.generalization import (  # noqa: E402
     _make_seller,
     add_threads_flag,
     chosen_configs,
+    under_rule,
     use_threads,
 )
 
@@ -188,10 +188,7 @@ def _play(seller: str, config, indices, plans: np.ndarray, bids=BIDS) -> dict[st
 def _play_with(seller: str, config, indices, buyers: BuyerPolicy) -> dict[str, np.ndarray]:
     """Markets ``indices`` (repeats allowed) played by ``buyers``, under the hidden rule."""
     instances = {i: generate(config, SEED, i) for i in set(indices)}
-    batch = stack_instances([instances[i] for i in indices])
-    batch = dataclasses.replace(
-        batch, config=dataclasses.replace(batch.config, disclosure="hidden")
-    )
+    batch = under_rule(stack_instances([instances[i] for i in indices]), "hidden")
     return evaluate_batch(batch, _make_seller(seller), buyers)
 
 

@@ -177,6 +177,11 @@ def _fmt(m, lo, hi, digits=1) -> str:
     return f"{m:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
+def under_rule(batch, rule: str):
+    """``batch`` with its config's disclosure rule set to ``rule``."""
+    return dataclasses.replace(batch, config=dataclasses.replace(batch.config, disclosure=rule))
+
+
 class Cells:
     """Per-market metrics of (seller, buyer, rule, config) cells, on shared markets."""
 
@@ -208,9 +213,7 @@ class Cells:
         if key not in self.cache:
             out = []
             for batch, w in self._batch(config):
-                batch = dataclasses.replace(
-                    batch, config=dataclasses.replace(batch.config, disclosure=rule)
-                )
+                batch = under_rule(batch, rule)
                 out.append(evaluate_batch(batch, _make_seller(seller), buyers(), w))
             self.cache[key] = {k: np.concatenate([o[k] for o in out]) for k in out[0]}
         return self.cache[key]

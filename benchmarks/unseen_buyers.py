@@ -23,7 +23,6 @@ product to a buyer with a bid, and to a buyer without one.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from benchmarks.generalization import (  # noqa: E402
     _paired,
     add_threads_flag,
     chosen_configs,
+    under_rule,
     use_threads,
 )
 
@@ -119,10 +119,7 @@ class Tally:
 def action_rows(config: str, shares: tuple[float, ...], markets: int) -> list[list]:
     """Per share and seller (the oracle aside): profit, trades and ``Tally``'s counts, a
     market each, on the first ``markets`` markets of ``config``."""
-    batch = generate_batch(CONFIGS[config], SEED, range(markets))
-    batch = dataclasses.replace(
-        batch, config=dataclasses.replace(batch.config, disclosure="hidden")
-    )
+    batch = under_rule(generate_batch(CONFIGS[config], SEED, range(markets)), "hidden")
     out = []
     for share in shares:
         for seller in SELLERS[:-1]:
@@ -171,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         configs = chosen_configs(args.configs)
-        if args.actions is not None:
-            chosen_configs(args.actions)
+        if args.actions is not None and args.actions not in CONFIGS:
+            raise ValueError(f"--actions: one config, known are {', '.join(CONFIGS)}")
         shares = parse_fractions("--shares", args.shares)
         if args.markets < 1:
             raise ValueError("--markets: 1 at least")

@@ -83,6 +83,7 @@ def test_cells_play_caches_under_its_label_and_get_is_play_of_a_registry_buyer(u
         (["--configs", "nowhere"], "--configs: known are"),
         (["--markets", "0"], "--markets: 1 at least"),
         (["--threads", "0"], "threads"),
+        (["--actions", "nowhere"], "--actions: one config, known are"),
     ],
 )
 def test_bad_flags_give_one_error_line(ub, capsys, argv, message):

@@ -268,16 +268,23 @@ def _disclosed_twin(entry: Entry) -> Entry:
     )
 
 
-def make(name: str, side: str | None = None, seed: int = 0, **params: Any):
-    return get(name, side).build(seed, **params)
+def make(name: str, side: str | None = None, seed: int = 0, *, sample: bool = False, **params: Any):
+    """The policy of entry ``name``. ``sample``: an entry with a sampling mode (an RL
+    policy's ``greedy = False``: the stochastic policy it trains with) plays in it; the
+    others play as always (they have one mode)."""
+    entry = get(name, side)
+    if sample and "greedy" in _factory_params(entry.factory, defaults_only=False):
+        params.setdefault("greedy", False)
+    return entry.build(seed, **params)
 
 
-def make_buyers(spec: str, seed: int = 0) -> BuyerPolicy:
+def make_buyers(spec: str, seed: int = 0, *, sample: bool = False) -> BuyerPolicy:
     """A buyer entry name, or a population (see ``agents.population``):
-    ``a:0.5,b:0.5`` by share, or ``human=a,agent=b`` by kind."""
+    ``a:0.5,b:0.5`` by share, or ``human=a,agent=b`` by kind. ``sample`` as in ``make``,
+    for every member."""
     spec = spec.strip()
     if "," not in spec and ":" not in spec and "=" not in spec:
-        return make(spec, "buyer", seed)
+        return make(spec, "buyer", seed, sample=sample)
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     if all("=" in p for p in parts):
         pairs = [_split(p, "=", spec) for p in parts]
@@ -290,7 +297,7 @@ def make_buyers(spec: str, seed: int = 0) -> BuyerPolicy:
                     f"population {spec!r}: {roles[role]!r} is a {get(roles[role]).kind} entry, "
                     f"it cannot play the {role} buyers"
                 )
-        members = [make(roles[HUMAN], "buyer", seed), make(roles[AGENT], "buyer", seed)]
+        members = [make(roles[r], "buyer", seed, sample=sample) for r in (HUMAN, AGENT)]
         return Population(members, None, [roles[HUMAN], roles[AGENT]])
     if all(":" in p for p in parts):
         pairs = [_split(p, ":", spec) for p in parts]
@@ -301,7 +308,7 @@ def make_buyers(spec: str, seed: int = 0) -> BuyerPolicy:
         names = [name for name, _ in pairs]
         if len(set(names)) != len(names):
             raise ValueError(f"population {spec!r}: a member is named twice")
-        return Population([make(n, "buyer", seed) for n in names], shares, names)
+        return Population([make(n, "buyer", seed, sample=sample) for n in names], shares, names)
     raise ValueError(f"population {spec!r}: write NAME:SHARE,NAME:SHARE or human=NAME,agent=NAME")
 
 

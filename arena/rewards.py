@@ -16,7 +16,9 @@ The seller's reward is the oracle-normalized profit (``capture``) so that market
 every size and price scale weigh alike; the fallback scale keeps it finite on the
 rare market where no trade can create surplus (W*_T = 0), where any profit is a
 buyer's mistake. Buyers are paid their own surplus only, never a pooled one, so
-buyers that share a network remain independent learners and cannot learn to collude.
+buyers that share a network remain independent learners and cannot learn to collude
+(the trainer's ``team_return``, a study option no shipped buyer uses, pools it on
+purpose, to measure what coordination would be worth).
 """
 
 from __future__ import annotations

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from agents import registry
+from agents.scripted.buyers import Truthful
 from tournaments.cli import main
 
 
@@ -95,6 +99,8 @@ def test_eval_json_has_the_metrics_and_their_intervals(capsys):
         "match_quality",
         "deal_rate",
         "violation_rate",
+        "seller_violation_rate",
+        "buyer_violation_rate",
     ):
         assert isinstance(data[key], float)
         lo, hi = data[key + "_ci"]
@@ -241,3 +247,70 @@ def test_tournament_report_show_export_end_to_end(capsys, tmp_path):
 def test_bench_runs_a_benchmark_script_with_its_flags(capsys):
     code, out, _ = run(capsys, "bench", "scripted", "--markets", "20")
     assert code == 0 and "posted_price" in out and "x 20 markets" in out
+
+
+class _GarblingBuyer(Truthful):
+    """Truthful, but every answer it gives is a malformed message."""
+
+    def act(self, obs):
+        a = super().act(obs)
+        return dataclasses.replace(a, malformed=np.ones(obs.batch_size, bool))
+
+
+def test_eval_json_splits_the_violation_rate_by_side(capsys, monkeypatch):
+    monkeypatch.setitem(
+        registry._ENTRIES, "garbling", registry.Entry("garbling", "buyer", "human", _GarblingBuyer)
+    )
+    code, out, _ = run(
+        capsys, "eval", "--seller", "greedy_matcher", "--buyers", "garbling", "--markets", "50",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(out.strip().splitlines()[-1])
+    assert data["seller_violation_rate"] == 0.0 and data["buyer_violation_rate"] > 0.5
+    assert data["violation_rate"] == pytest.approx(data["buyer_violation_rate"])
+
+
+def test_sample_plays_rl_entries_sampled_and_others_as_always(capsys):
+    def profit(*flags):
+        code, out, _ = run(
+            capsys, "eval", "--markets", "100", "--json", *flags
+        )  # fmt: skip
+        assert code == 0
+        return json.loads(out.strip().splitlines()[-1])["profit"]
+
+    rl = ("--seller", "rl_seller", "--buyers", "noisy_human:0.5,rl_buyer:0.5")
+    greedy, sampled = profit(*rl), profit(*rl, "--sample")
+    assert sampled != greedy and profit(*rl, "--sample") == sampled  # keyed noise: reproducible
+    scripted = ("--seller", "greedy_matcher", "--buyers", "strategic")
+    assert profit(*scripted, "--sample") == profit(*scripted)
+    assert registry.make("rl_seller", "seller", sample=True).greedy is False
+    assert registry.make("rl_seller", "seller").greedy is True
+    pop = registry.make_buyers("human=noisy_human,agent=rl_buyer", sample=True)  # by kind
+    assert pop.members[1].greedy is False
+
+
+@pytest.mark.parametrize("damage", ["weights", "json", "shape", "missing"])
+@pytest.mark.parametrize("command", ["eval", "play"])
+def test_a_broken_checkpoint_is_one_error_line_from_the_command(capsys, tmp_path, damage, command):
+    import shutil
+
+    ck = tmp_path / "ck"
+    shutil.copytree("agents/rl/checkpoints/rl_seller", ck)
+    config = json.loads((ck / "config.json").read_text())
+    if damage == "weights":
+        raw = bytearray((ck / "model.safetensors").read_bytes())
+        raw[-1] ^= 0xFF
+        (ck / "model.safetensors").write_bytes(bytes(raw))
+    elif damage == "json":
+        (ck / "config.json").write_text(json.dumps(config)[:-5])
+    elif damage == "shape":
+        config["policy"]["net"]["hidden"] += 1
+        (ck / "config.json").write_text(json.dumps(config))
+    else:
+        (ck / "model.safetensors").unlink()
+    code, _, err = run(
+        capsys, command, "--seller", str(ck), "--markets" if command == "eval" else "--index", "5"
+    )
+    assert code == 2 and err.startswith("arena: error: ") and err.count("\n") == 1, err
+    assert str(ck) in err

@@ -839,6 +839,12 @@ def _corrupt(path, how):
     elif how == "field":
         meta["policy"]["extra"] = 1
         cfg.write_text(json.dumps(meta))
+    elif how == "class_type":
+        meta["policy"]["class"] = ["RLSeller"]
+        cfg.write_text(json.dumps(meta))
+    elif how == "provenance":
+        meta["provenance"] = []
+        cfg.write_text(json.dumps(meta))
 
 
 @pytest.mark.parametrize(
@@ -850,6 +856,8 @@ def _corrupt(path, how):
         ("shape", "weights do not fit"),
         ("missing", "cannot read"),
         ("field", "exactly"),
+        ("class_type", "unknown policy class"),
+        ("provenance", "do not match the hash"),
     ],
 )
 def test_bad_checkpoints_are_one_clear_error(tmp_path, how, words):

@@ -84,6 +84,10 @@ class CheckpointData:
     def meta(self) -> dict[str, Any]:
         return _parse_config(self)
 
+    @property
+    def weights_sha256(self) -> str:
+        return hashlib.sha256(self.weights).hexdigest()
+
 
 def package_version() -> str:
     try:
@@ -171,7 +175,7 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     if not isinstance(policy, dict) or set(policy) != _POLICY_KEYS:
         raise CheckpointError(f"{where}: 'policy' must have exactly {sorted(_POLICY_KEYS)}")
     cls = policy["class"]
-    if cls not in POLICY_CLASSES:
+    if not isinstance(cls, str) or cls not in POLICY_CLASSES:
         raise CheckpointError(
             f"{where}: unknown policy class {cls!r}; known: {sorted(POLICY_CLASSES)}"
         )
@@ -182,8 +186,9 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
         raise CheckpointError(f"{where}: bad policy name {name!r}")
     if not isinstance(policy["params"], dict) or set(policy["params"]) - _PARAMS[cls]:
         raise CheckpointError(f"{where}: policy params must be among {sorted(_PARAMS[cls])}")
-    digest = meta.get("provenance", {}).get("weights_sha256")
-    if digest != hashlib.sha256(data.weights).hexdigest():
+    provenance = meta.get("provenance")
+    digest = provenance.get("weights_sha256") if isinstance(provenance, dict) else None
+    if digest != data.weights_sha256:
         raise CheckpointError(
             f"{data.source}/{WEIGHTS}: the weights do not match the hash in {CONFIG}"
         )

@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,38 @@ from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.rewards import VIOLATION_PENALTY
 
 SIDES = ("seller", "buyer")
+# Options that one side's trainer reads and the other's never does.
+SELLER_ONLY = (
+    "steps",
+    "gamma",
+    "gae_lambda",
+    "penalty",
+    "film",
+    "pooled",
+    "prior_feature",
+    "plan_feature",
+    "signal_prior",
+    "assignment",
+    "within_plan",
+    "imitate",
+    "imitation_iterations",
+    "imitation_epochs",
+    "imitation_lr",
+    "imitation_smoothing",
+    "imitation_spread",
+    "imitation_patience",
+    "imitation_spare",
+    "expert_coef",
+    "expert_configs",
+    "expert_opponents",
+    "expert_pull",
+    "expert_spare",
+    "ref_coef",
+    "teachers",
+    "teacher_coef",
+    "teacher_coefs",
+)
+BUYER_ONLY = ("learned_disclosure", "bid_to_offer", "team_return")
 _INT_FIELDS = ("buyers", "products", "turns", "patience")
 _FLOAT_FIELDS = (
     "value_correlation",
@@ -193,10 +225,12 @@ class TrainConfig:
     """Seller turns per rollout (rows restart as their markets end); 0: the batch's T.
     The buyer side plays whole episodes."""
     lr: float = 3e-4
-    """Adam step size at the start, annealed linearly to ``lr_end``."""
+    """Adam step size at the start, annealed linearly toward ``lr_end`` (iteration i of
+    n runs at ``lr + i/n (lr_end - lr)``, so the last at (n-1)/n of the way)."""
     lr_end: float = 3e-5
     gamma: float = 1.0
-    """Discount per turn (1: every turn of a market counts alike)."""
+    """Seller side: discount per turn (1: every turn of a market counts alike). The buyer
+    side's returns are undiscounted: a buyer's surplus from then on."""
     gae_lambda: float = 0.95
     """GAE lambda (seller); the buyer side uses whole-episode returns."""
     epochs: int = 3
@@ -205,7 +239,7 @@ class TrainConfig:
     clip: float = 0.2
     """PPO ratio clip."""
     ent_coef: float = 0.01
-    """Entropy bonus at the start, annealed linearly to ``ent_end``."""
+    """Entropy bonus at the start, annealed linearly toward ``ent_end`` (as ``lr``)."""
     ent_end: float = 0.001
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
@@ -391,28 +425,15 @@ class TrainConfig:
             raise ValueError("no [[opponents]]: the learner needs someone to play")
         if self.family is None:
             raise ValueError("no [family]: the learner needs markets")
-        if self.learned_disclosure and self.side != "buyer":
-            raise ValueError("train.learned_disclosure: a buyer-side option")
-        if self.bid_to_offer and self.side != "buyer":
-            raise ValueError("train.bid_to_offer: a buyer-side option")
-        if self.film and self.side != "seller":
-            raise ValueError("train.film: a seller-side option")
-        if self.pooled and self.side != "seller":
-            raise ValueError("train.pooled: a seller-side option")
-        if self.prior_feature and self.side != "seller":
-            raise ValueError("train.prior_feature: a seller-side option")
-        if self.plan_feature and self.side != "seller":
-            raise ValueError("train.plan_feature: a seller-side option")
-        if self.signal_prior is not None and self.side != "seller":
-            raise ValueError("train.signal_prior: a seller-side option")
         for name in ("assignment", "within_plan"):
             flag = getattr(self, name)
             if flag is not None and not isinstance(flag, bool):
                 raise ValueError(f"train.{name}: expected true or false, got {flag!r}")
-            if flag is not None and self.side != "seller":
-                raise ValueError(f"train.{name}: a seller-side option")
-        if self.team_return and self.side != "buyer":
-            raise ValueError("train.team_return: a buyer-side option")
+        self._check_side_options()
+        if self.imitation_iterations and not self.imitate:
+            raise ValueError(
+                "train.imitation_iterations: needs train.imitate (a seller to imitate)"
+            )
         if self.expert_pull not in ("move", "pair", "scarce"):
             raise ValueError(
                 f"train.expert_pull: expected 'move', 'pair' or 'scarce', got {self.expert_pull!r}"
@@ -424,10 +445,19 @@ class TrainConfig:
         playing = [o.name for o in self.opponents]
         self._check_expert_rows("expert_opponents", playing, "is not among the [[opponents]]")
         self._check_teachers(names)
-        if self.imitate and self.side != "seller":
-            raise ValueError("train.imitate: only the seller side has a teacher")
         if self.ref_coef and not (self.imitate and self.imitation_iterations):
             raise ValueError("train.ref_coef: needs a warm start (imitate, imitation_iterations)")
+
+    def _check_side_options(self) -> None:
+        """An option of one side set on the other side's run is an error, not a line the
+        trainer would silently ignore."""
+        other = BUYER_ONLY if self.side == "seller" else SELLER_ONLY
+        defaults = {f.name: f.default for f in fields(self)}
+        for name in other:
+            value, default = getattr(self, name), defaults[name]
+            if bool(value) if isinstance(default, tuple) else value != default:
+                owner = "buyer" if self.side == "seller" else "seller"
+                raise ValueError(f"train.{name}: a {owner}-side option")
 
     def _check_expert_rows(self, field: str, allowed: list[str], missing: str) -> None:
         """Check one of the lists that keep the expert pull to some rows (base configs,

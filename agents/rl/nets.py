@@ -50,7 +50,8 @@ class SellerNetConfig:
     features: tuple[int, int, int, int]
     """Feature counts per pair, buyer, product and market (``SELLER_FEATURES``)."""
     levels: int
-    """Price levels of the price head (the offsets of the policy plus the bid level)."""
+    """Price levels of the price head (``RLSeller.levels``: the anchor offsets, the
+    standing bid, the expert's price and the offsets around it, the markups)."""
     hidden: int = 48
     """Width of every layer (the cost of play grows with it: ``benchmarks/training.py``)."""
     film: bool = False

@@ -272,8 +272,9 @@ def buyer_rollout(
     )
     cols: dict[str, list] = {k: [] for k in keys}
     episodes = []
-    limit = 2 * market.turns + 2  # every step asks a market, each market asks <= T times
-    for _ in range(limit):
+    # Each step spends a seller turn in every market still open, so T steps end them all;
+    # the loop's bound only guards that.
+    for _ in range(2 * market.turns + 2):
         if env.engine.all_done:
             break
         d = policy.decide(obs, sample=True)
@@ -296,6 +297,8 @@ def buyer_rollout(
         if "episodes" in step.info:
             episodes.append(step.info["episodes"])
         obs = step.obs
+    else:
+        raise RuntimeError("buyer_rollout: the markets did not end within 2T + 2 steps")
     to_go = returns_to_go(np.stack(cols["reward"]), cfg.team_return)  # (S, B, N)
     disclosure = _disclosure_samples(policy, market, env, to_go[0]) if learned else {}
     buyer = np.stack(cols["buyer"])  # (S, B)
@@ -456,10 +459,10 @@ def _level_ce(
     price, a further ``spread`` of the target goes to the levels around it, so that PPO
     starts out trying small departures from the expert (where its gains are)."""
     loss = _smoothed_ce(logits, target, eps)
-    if spread <= 0:
+    near = list(range(policy.expert_level + 1, policy.expert_level + len(policy.expert_offsets)))
+    if spread <= 0 or not near:  # no levels around the expert's own
         return loss
     logp = torch.log_softmax(logits, dim=-1)
-    near = list(range(policy.expert_level + 1, policy.expert_level + len(policy.expert_offsets)))
     on_expert = (target == policy.expert_level).to(logp.dtype)
     # CE of (1 - eps - spread) on the target, spread spread over ``near``, eps uniform.
     around = -logp[:, near].mean(-1) + logp.gather(1, target[:, None])[:, 0]
@@ -472,7 +475,13 @@ def imitation_teacher(cfg: TrainConfig) -> SellerPolicy:
     params = {"patience": cfg.imitation_patience} if cfg.imitation_patience else {}
     if cfg.imitation_spare:
         params["spare"] = cfg.imitation_spare
-    return registry.make(cfg.imitate, "seller", seed=cfg.seed, **params)
+    teacher = registry.make(cfg.imitate, "seller", seed=cfg.seed, **params)
+    if teacher.sees_private:
+        raise TrainError(
+            f"train.imitate: {cfg.imitate} reads the buyers' private values, which the "
+            "learner never sees: imitate a seller that plays from public information"
+        )
+    return teacher
 
 
 def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict]:
@@ -549,7 +558,7 @@ def ppo_update(
     for _ in range(cfg.epochs):
         if cfg.target_kl and stats["approx_kl"] and stats["approx_kl"][-1] > cfg.target_kl:
             break  # the policy has moved far enough from the one that collected the data
-        for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+        for idx in _minibatches(n, cfg.minibatches, g):
             expert = torch.zeros(())
             ref_kl = torch.zeros(())
             if isinstance(policy, RLSeller):
@@ -579,8 +588,7 @@ def ppo_update(
                     data["product"][idx],
                     data["level"][idx],
                 )
-            adv = data["adv"][idx]
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = _normalized(data["adv"][idx])
             log_ratio = logp - data["logp"][idx]
             ratio = log_ratio.exp()
             pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
@@ -588,6 +596,7 @@ def ppo_update(
             loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss + expert_coef * expert
             if "ref_pair" in data:
                 loss = loss + ref_coef * ref_kl
+            _check_finite(loss, "PPO")
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
@@ -605,6 +614,32 @@ def ppo_update(
     if "disc_x" in data:
         out.update(_disclosure_update(policy, optimizer, data, cfg, ent_coef, g))
     return out
+
+
+def _minibatches(n: int, k: int, g: torch.Generator) -> list[torch.Tensor]:
+    """A random split of ``n`` samples into ``k`` minibatches (fewer where ``n < k``), a
+    last one of a single sample merged into the one before: one sample has no spread to
+    normalise its advantage by."""
+    parts = list(torch.randperm(n, generator=g).chunk(k))
+    if len(parts) > 1 and parts[-1].numel() < 2:
+        parts[-2:] = [torch.cat(parts[-2:])]
+    return parts
+
+
+def _normalized(adv: torch.Tensor) -> torch.Tensor:
+    """Advantages with mean 0 and spread 1 over the minibatch (0 for a single sample)."""
+    if adv.numel() < 2:
+        return torch.zeros_like(adv)
+    return (adv - adv.mean()) / (adv.std() + 1e-8)
+
+
+def _check_finite(loss: torch.Tensor, what: str) -> None:
+    """Stop before a non-finite loss reaches the weights (a run that reports success
+    with NaN weights loses more than one that stops)."""
+    if not torch.isfinite(loss):
+        raise TrainError(
+            f"the {what} loss is {float(loss.detach())}: stopped before the weights take it"
+        )
 
 
 def kl_divergence(logits: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -703,11 +738,15 @@ def _expert_nll(
     (``pull="move"``) its price level where the sampled pair was the expert's
     (``pull="scarce"``: on the turns when turns are scarce alone). A small weight on it
     keeps the policy on the expert's move wherever departing from it has not proved
-    better."""
+    better. Rows whose choice leaves the expert's pair out count 0."""
     pair = data["expert_pair"][idx]
-    nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0]
+    # Where the choice leaves the expert's pair out (``within_plan`` with a greedy expert),
+    # the row is not pulled: its likelihood would be 0.
+    allowed = torch.isfinite(logits.gather(1, pair[:, None])[:, 0])
+    pair = torch.where(allowed, pair, logits.argmax(-1))
+    nll = -torch.log_softmax(logits, -1).gather(1, pair[:, None])[:, 0] * allowed
     if pull != "pair":
-        same = (data["pair"][idx] == pair).to(nll.dtype)
+        same = (data["pair"][idx] == pair).to(nll.dtype) * allowed
         if pull == "scarce":
             same = same * data["expert_scarce"][idx]
         nll = nll - same * torch.log_softmax(plog, -1)[:, policy.expert_level]
@@ -724,15 +763,15 @@ def _disclosure_update(policy: RLBuyer, optimizer, data: dict, cfg: TrainConfig,
     n = data["disc_x"].shape[0]
     losses = []
     for _ in range(cfg.epochs):
-        for idx in torch.randperm(n, generator=g).chunk(cfg.minibatches):
+        for idx in _minibatches(n, cfg.minibatches, g):
             logp, ent, value = policy.evaluate_disclosure(data["disc_x"][idx],
                                                           data["disc_choice"][idx])  # fmt: skip
-            adv = data["disc_adv"][idx]
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = _normalized(data["disc_adv"][idx])
             ratio = (logp - data["disc_logp"][idx]).exp()
             pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)).mean()
             v_loss = 0.5 * ((value - data["disc_ret"][idx]) ** 2).mean()
             loss = pg - ent_coef * ent.mean() + cfg.vf_coef * v_loss
+            _check_finite(loss, "disclosure")
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
@@ -822,7 +861,12 @@ def start_policy(cfg: TrainConfig):
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
         return policy
-    torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from torch's RNG
+    with torch.random.fork_rng(devices=[]):  # the caller's torch RNG is left as it was
+        torch.manual_seed(cfg.seed)  # the initial weights; nothing else draws from it
+        return _fresh_policy(cfg)
+
+
+def _fresh_policy(cfg: TrainConfig):
     if cfg.side == "seller":
         return RLSeller(
             seed=cfg.seed,
@@ -850,8 +894,9 @@ def _with_disclosure_head(policy: RLBuyer, cfg: TrainConfig) -> RLBuyer:
     """The buyer, with a (fresh) disclosure head if it has none, choosing by it."""
     net = policy.net
     if not net.cfg.disclosure:
-        torch.manual_seed(cfg.seed)
-        grown = RLBuyer(hidden=net.cfg.hidden, shares=policy.shares, disclosure_head=True).net
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            grown = RLBuyer(hidden=net.cfg.hidden, shares=policy.shares, disclosure_head=True).net
         missing, unexpected = grown.load_state_dict(net.state_dict(), strict=False)
         assert not unexpected and all(k.startswith("disclosure_head.") for k in missing)
         net = grown
@@ -879,17 +924,36 @@ def _save_state(out: Path, optimizer: torch.optim.Optimizer, iteration: int, inf
     os.replace(out / (STATE_JSON + ".tmp"), out / STATE_JSON)
 
 
-def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> dict:
+def _read_state(out: Path) -> dict:
+    """The trainer state's JSON, checked for what resuming reads (``TrainError`` naming
+    the file otherwise)."""
+    path = out / STATE_JSON
     try:
-        meta = json.loads((out / STATE_JSON).read_text())
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise TrainError(f"{path}: cannot resume ({err})") from None
+    ok = (
+        isinstance(meta, dict)
+        and isinstance(meta.get("iteration"), int)
+        and isinstance(meta.get("param_groups"), list)
+        and isinstance(meta.get("config"), dict)
+    )
+    if not ok:
+        raise TrainError(f"{path}: cannot resume (not a trainer state: iteration, param_groups)")
+    return meta
+
+
+def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> dict:
+    meta = _read_state(out)
+    try:
         tensors = load_file(str(out / STATE_TENSORS))
-    except (OSError, ValueError, SafetensorError) as err:
-        raise TrainError(f"{out}: cannot resume ({err})") from None
-    state: dict[int, dict] = {}
-    for key, value in tensors.items():
-        pid, name = key.split(".", 1)
-        state.setdefault(int(pid), {})[name] = value
-    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+        state: dict[int, dict] = {}
+        for key, value in tensors.items():
+            pid, name = key.split(".", 1)
+            state.setdefault(int(pid), {})[name] = value
+        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    except (OSError, ValueError, KeyError, SafetensorError) as err:
+        raise TrainError(f"{out / STATE_TENSORS}: cannot resume ({err})") from None
     return meta
 
 
@@ -904,18 +968,34 @@ def train(
 ) -> Path:
     """Run (or resume) a training run into ``out``; returns the checkpoint directory
     (``out`` itself: model.safetensors + config.json, beside the curve and the state).
-    ``until`` stops after that iteration (saving a checkpoint), to be resumed later."""
-    out = Path(out)
+    ``until`` stops after that iteration (saving a checkpoint), to be resumed later.
+    torch runs on ``cfg.threads`` threads meanwhile; the caller's count is restored."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
+    try:
+        return _train(cfg, Path(out), resume, device, progress, until)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    cfg: TrainConfig, out: Path, resume: bool, device: str, progress: bool, until: int | None
+) -> Path:
     if device == "cuda" and not torch.cuda.is_available():
         raise TrainError("--device cuda: no CUDA device is available here")
     if resume:
         if not (out / STATE_JSON).is_file():
             raise TrainError(f"{out}: nothing to resume (no {STATE_JSON})")
-        saved = json.loads((out / STATE_JSON).read_text()).get("config")
-        if saved != json.loads(json.dumps(cfg.to_dict())):
+        saved = _read_state(out)
+        if saved["config"] != json.loads(json.dumps(cfg.to_dict())):
             raise TrainError(f"{out}: the run was started with a different config")
-        policy = checkpoint.load(out, seed=cfg.seed, greedy=False)
+        data = checkpoint.read_checkpoint(out)
+        if saved.get("weights_sha256", data.weights_sha256) != data.weights_sha256:
+            raise TrainError(
+                f"{out}: cannot resume ({checkpoint.WEIGHTS} is not the one {STATE_JSON} "
+                "was saved with: the run stopped while saving)"
+            )
+        policy = checkpoint.build(data, seed=cfg.seed, greedy=False)
         if cfg.side == "buyer" and cfg.learned_disclosure:
             policy = _with_disclosure_head(policy, cfg)
     else:
@@ -931,6 +1011,8 @@ def train(
         meta = _load_state(out, optimizer)
         start = meta["iteration"]
         curve_rows = [r for r in _read_curve(out) if int(r["iteration"]) <= start]
+        if not curve_rows or int(curve_rows[-1]["iteration"]) != start:
+            raise TrainError(f"{out / CURVE}: cannot resume (no row for iteration {start})")
     elif cfg.side == "seller" and cfg.imitate and cfg.imitation_iterations:
         for row in imitate(policy, cfg, progress):
             curve_rows.append({"iteration": 0, "phase": "imitation", **row})
@@ -1042,7 +1124,13 @@ def _checkpoint(
 ) -> None:
     checkpoint.save(out, policy, name=cfg.name, training=cfg.to_dict())
     _write_curve(out, rows)
-    info = {"config": cfg.to_dict(), **({"teachers": teachers} if teachers else {})}
+    # The state last, naming the weights it goes with: a run stopped between the files
+    # cannot resume a mismatched pair.
+    info = {
+        "config": cfg.to_dict(),
+        "weights_sha256": checkpoint.read_checkpoint(out).weights_sha256,
+        **({"teachers": teachers} if teachers else {}),
+    }
     _save_state(out, optimizer, iteration, info)
 
 
@@ -1068,12 +1156,10 @@ def _read_curve(out: Path) -> list[dict]:
 
 
 def plot_curve(out: Path) -> Path | None:
-    """``curve.png`` from ``curve.csv``: training reward and capture, violations, and the
-    periodic evaluation against each opponent beside the scripted reference."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """``curve.png`` from ``curve.csv``: training reward, capture, profit and buyer surplus,
+    violations, and the periodic evaluation against each opponent beside the scripted
+    reference."""
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend is left alone
 
     rows = _read_curve(Path(out))
     train_rows = [r for r in rows if r.get("phase") == "train"]
@@ -1084,14 +1170,22 @@ def plot_curve(out: Path) -> Path | None:
         return np.array([float(r[k]) if r.get(k) not in (None, "") else math.nan for r in rs])
 
     it = col(train_rows, "iteration")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig = Figure(figsize=(15, 4))
+    axes = fig.subplots(1, 3)
     ax = axes[0]
     ax.plot(it, col(train_rows, "return"), label="episode return")
     if "capture" in train_rows[0]:
         ax.plot(it, col(train_rows, "capture"), label="capture")
     ax.set_xlabel("iteration")
     ax.set_title("training")
-    ax.legend()
+    ax.legend(loc="upper left")
+    money = [k for k in ("profit", "buyer_surplus") if k in train_rows[0]]
+    if money:  # per market, on the price scale: a second axis
+        right = ax.twinx()
+        for k, style in zip(money, (":", "-."), strict=False):
+            right.plot(it, col(train_rows, k), ls=style, color="gray", label=k.replace("_", " "))
+        right.set_ylabel("per market")
+        right.legend(loc="lower right")
     ax = axes[1]
     for k in ("seller_violation_rate", "buyer_violation_rate"):
         ax.plot(it, col(train_rows, k), label=k)
@@ -1113,5 +1207,4 @@ def plot_curve(out: Path) -> Path | None:
     fig.tight_layout()
     path = Path(out) / "curve.png"
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return path

@@ -35,6 +35,8 @@ EVAL_METRICS = (
     "match_quality",
     "deal_rate",
     "violation_rate",
+    "seller_violation_rate",
+    "buyer_violation_rate",
     "mean_price",
     "turns_used",
 )
@@ -80,8 +82,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 
     cfg = _market_config(args.market, args.disclosure)
     limits.unit_markets([(_label(args.market), cfg)], 1)  # one market and its transcript
-    seller = registry.make(args.seller, "seller", seed=args.seed)
-    buyer = registry.make_buyers(args.buyers, seed=args.seed)
+    seller = registry.make(args.seller, "seller", seed=args.seed, sample=args.sample)
+    buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
     _check_kinds(args.buyers, buyer, cfg)
     instance = generate(cfg, args.seed, args.index)
     market = play_reference(instance, seller, buyer)
@@ -174,8 +176,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from agents.torch_threads import one_torch_thread
 
     cfg = _market_config(args.market, args.disclosure)
-    seller = registry.make(args.seller, "seller", seed=args.seed)
-    buyer = registry.make_buyers(args.buyers, seed=args.seed)
+    seller = registry.make(args.seller, "seller", seed=args.seed, sample=args.sample)
+    buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
     _check_kinds(args.buyers, buyer, cfg)
     # Played in batches that fit a unit's memory (tournaments.limits), whatever --markets is.
     chunk = min(1024, limits.unit_markets([(_label(args.market), cfg)], 0))
@@ -214,6 +216,11 @@ def _matchup_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--buyers", default="truthful", help="buyer entry or population")
     p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
     p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="RL entries play their sampled (training) policy, not the greedy one",
+    )
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

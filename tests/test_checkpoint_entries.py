@@ -90,3 +90,20 @@ def test_bad_checkpoint_paths_in_a_spec_are_spec_errors(folder, tmp_path):
     bad.write_text(SPEC.format(seller="ck/seller", buyer="ck/buyer"))
     with pytest.raises(SpecError, match="not valid JSON"):
         load_spec(str(bad))
+
+
+def test_a_worker_reads_each_checkpoints_weights_once_whatever_it_plays(folder, monkeypatch):
+    """Every match of the spec in small units, on one worker: the checkpoints' networks are
+    built once each (the seller, and the buyer shared by its variants and the population)."""
+    from tournaments.worker import MatchWorker, plan_units
+
+    built = []
+    real = checkpoint.load_tensors
+    monkeypatch.setattr(checkpoint, "load_tensors", lambda raw: built.append(1) or real(raw))
+    monkeypatch.setattr(checkpoint, "_SHARED", {})
+    spec = load_spec(str(folder / "spec.toml"))
+    worker = MatchWorker(spec)
+    units = list(plan_units(spec, unit_markets=10))
+    for unit in units:
+        worker.play(unit)
+    assert len(units) == 3 * len(spec.matches()) and len(built) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import shutil
 import threading
 from pathlib import Path
@@ -944,6 +945,10 @@ def test_tiny_training_changes_every_parameter_and_logs(tmp_path, side):
     header = rows[0].split(",")
     assert {"return", "policy_loss", "value_loss", "entropy"} <= set(header)
     assert any(h.startswith("eval_") for h in header)
+    with open(out / "curve.csv", newline="") as fh:
+        logged = [r for r in csv.DictReader(fh) if r["phase"] == "train"]
+    assert [int(r["iteration"]) for r in logged] == list(range(1, cfg.iterations + 1))
+    assert all(math.isfinite(float(r["return"])) for r in logged)  # a reward every iteration
     assert (out / "curve.png").stat().st_size > 0
     policy = checkpoint.load(out)
     assert isinstance(policy, RLSeller if side == "seller" else RLBuyer)

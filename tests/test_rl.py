@@ -888,6 +888,17 @@ def test_a_checkpoint_is_an_entry_named_by_its_config(tmp_path):
         registry.get(str(tmp_path / "a"), "seller")
 
 
+
+def test_the_learning_curve_names_a_checkpoint_opponent_by_its_config(tmp_path):
+    """A seller checkpoint in a folder of another name: the buyer's evaluation columns
+    carry the name in its config.json, as tournaments do."""
+    checkpoint.save(tmp_path / "folder", _seller(), name="ck_seller")
+    cfg = _tiny(tmp_path, "buyer", iterations=1, opponents=(Opponent(str(tmp_path / "folder")),))
+    out = train(cfg, tmp_path / "run", progress=False)
+    header = (out / "curve.csv").read_text().splitlines()[0].split(",")
+    assert "eval_ck_seller@small" in header and not any("folder" in h for h in header)
+
+
 # ---------------------------------------------------------------------- trainer
 def test_gae_matches_a_hand_computation():
     r = np.array([[1.0], [0.0], [2.0]])

@@ -793,7 +793,7 @@ def evaluate(policy, cfg: TrainConfig, reference: str | None = None) -> dict[str
         for k, opp in enumerate(cfg.opponents):
             for name, market in cfg.family.configs:
                 m = _eval_markets(policy, cfg, k, market)
-                label = f"{_short(opp.name)}@{name}"
+                label = f"{_opponent_label(cfg, opp.name)}@{name}"
                 out[label] = m
                 if reference is not None:
                     ref = registry.make(reference, cfg.side, seed=cfg.seed)
@@ -830,8 +830,12 @@ class _AllAgents:
         return np.zeros(np.shape(is_agent), bool)
 
 
-def _short(name: str) -> str:
-    return Path(name).name if registry.looks_like_path(name) else name
+def _opponent_label(cfg: TrainConfig, name: str) -> str:
+    """An opponent as the curve names it: a checkpoint by the name in its config.json
+    (moving it changes nothing), anything else as the config writes it."""
+    if not registry.looks_like_path(name) or any(c in name for c in ",:="):
+        return name  # a registry name, or a population
+    return registry.checkpoint_entry(cfg.resolve(name)).name  # its variant's name too
 
 
 # ---------------------------------------------------------------------- the loop

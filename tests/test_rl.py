@@ -888,7 +888,6 @@ def test_a_checkpoint_is_an_entry_named_by_its_config(tmp_path):
         registry.get(str(tmp_path / "a"), "seller")
 
 
-
 def test_the_learning_curve_names_a_checkpoint_opponent_by_its_config(tmp_path):
     """A seller checkpoint in a folder of another name: the buyer's evaluation columns
     carry the name in its config.json, as tournaments do."""

@@ -259,3 +259,23 @@ def test_training_leaves_the_callers_generator_threads_and_plot_backend(tmp_path
     finally:
         matplotlib.use(backend)
         torch.set_num_threads(threads)
+
+
+def test_the_warm_starts_value_targets_are_discounted_as_ppos_returns():
+    """gamma 0: each turn's own reward; gamma 1: the market's rest. Over a batch, the
+    rewards summed once each equal the returns of the first turns (every market is live
+    then), and the undiscounted targets count later rewards again."""
+    from agents.rl.ppo import imitation_rollout, imitation_teacher
+
+    rets = {}
+    for gamma in (0.0, 1.0):
+        cfg = _tiny(imitate="greedy_matcher", imitation_iterations=1, gamma=gamma, batch_size=32)
+        policy = start_policy(cfg)
+        data = imitation_rollout(
+            policy, imitation_teacher(cfg), SMALL, _opponents(cfg, 0), [1.0, 1.0], cfg, 7
+        )
+        rets[gamma] = data["ret"].double()
+    total = rets[0.0].sum()
+    assert float(total) > 0
+    assert float(rets[1.0][:32].sum()) == pytest.approx(float(total), rel=1e-6)
+    assert float(rets[1.0].sum()) > 1.5 * float(total)

@@ -413,7 +413,10 @@ def imitation_rollout(
             cols[k].append(x)
         obs = step.obs
     reward = np.stack(cols["reward"])
-    ret = np.flip(np.cumsum(np.flip(reward, 0), 0), 0)
+    ret = np.zeros_like(reward)  # discounted as PPO's returns are (gamma: 1 shipped)
+    ret[-1] = reward[-1]
+    for t in range(len(reward) - 2, -1, -1):
+        ret[t] = reward[t] + cfg.gamma * ret[t + 1]
     live = np.concatenate(cols["live"])
     data = {
         k: torch.from_numpy(np.concatenate(cols[k])[live])

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from agents.rl import checkpoint
-from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_config
+from agents.rl.config import TrainConfig, load_train_config
 from agents.rl.policies import RLSeller
 from agents.rl.ppo import (
     STATE_JSON,
@@ -30,34 +30,13 @@ from agents.rl.ppo import (
     start_policy,
     train,
 )
-from arena.config import MarketConfig
-
-SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
+from tests.test_rl import SMALL, TINY_TOML
+from tests.test_rl import _tiny as _rl_tiny
 
 
 def _tiny(side: str = "seller", **kw) -> TrainConfig:
-    opponents = (
-        (Opponent("truthful"), Opponent("haggler"))
-        if side == "seller"
-        else (Opponent("greedy_matcher"), Opponent("posted_price"))
-    )
-    base = dict(
-        side=side,
-        threads=1,
-        name=f"tiny_{side}",
-        iterations=3,
-        batch_size=16,
-        hidden=16,
-        eval_every=0,
-        eval_markets=4,
-        checkpoint_every=1,
-        epochs=2,
-        minibatches=2,
-        opponents=opponents,
-        family=ConfigFamily(configs=(("small", SMALL),)),
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    """``tests.test_rl``'s tiny run, smaller still, saved after every iteration."""
+    return _rl_tiny(None, side, **{"iterations": 3, "batch_size": 16, "checkpoint_every": 1, **kw})
 
 
 def _finite(run) -> bool:
@@ -151,7 +130,9 @@ def test_a_teacher_that_reads_private_values_is_refused(tmp_path):
 # ---------------------------------------------------------------------- resuming
 @pytest.fixture
 def stopped(tmp_path):
-    cfg = _tiny()
+    """A tiny seller run (``tests.test_rl.TINY_TOML``) stopped after 2 of its 4 iterations."""
+    (tmp_path / "tiny.toml").write_text(TINY_TOML)
+    cfg = load_train_config(str(tmp_path / "tiny.toml"))
     run = train(cfg, tmp_path / "run", progress=False, until=2)
     return cfg, run
 
@@ -192,20 +173,13 @@ def _edit_state(run, change) -> None:
 def test_a_damaged_run_is_one_error_line_from_the_command(stopped, tmp_path, capsys):
     from tournaments.cli import main
 
-    cfg, run = stopped
+    _, run = stopped
     (run / "curve.csv").unlink()
-    config = tmp_path / "tiny.toml"
-    config.write_text(
-        "[train]\nname = 'tiny_seller'\nthreads = 1\niterations = 3\nbatch_size = 16\n"
-        "hidden = 16\neval_every = 0\neval_markets = 4\ncheckpoint_every = 1\nepochs = 2\n"
-        "minibatches = 2\n[[opponents]]\nname = 'truthful'\n[[opponents]]\nname = 'haggler'\n"
-        "[family]\n[markets.small]\nbuyers = 4\nproducts = 2\ninventory = 1\nturns = 6\n"
-        "agent_share = 0.5\n"
-    )
-    assert load_train_config(str(config)).to_dict() == cfg.to_dict()
-    code = main(["train", "seller", "--config", str(config), "--out", str(run), "--resume"])
+    config = str(tmp_path / "tiny.toml")
+    code = main(["train", "seller", "--config", config, "--out", str(run), "--resume"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith("arena: error: ")
+    assert code == 2 and len(err) == 1 and "curve.csv: cannot resume" in err[0], err
+    assert err[0].startswith("arena: error: ")
 
 
 # ---------------------------------------------------------------------- options

@@ -430,7 +430,9 @@ def imitation_rollout(
 
 def _nearest_level(policy: RLSeller, obs, to, product, price) -> np.ndarray:
     """The level that offers ``price`` for the pair: the expert's own level when it gives
-    that price (the teacher is the expert), else the standing bid, else the nearest."""
+    that price (the teacher is the expert), else the standing bid, else the nearest.
+    Call after ``policy.decide(obs)`` on the same ``obs``: the prices come from the
+    expert's table and the memory that call leaves."""
     cands = np.stack(
         [policy._price(obs, to, product, np.full(obs.batch_size, j)) for j in range(policy.levels)],
         axis=1,

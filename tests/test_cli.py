@@ -277,7 +277,9 @@ def test_sample_plays_rl_entries_sampled_and_others_as_always(capsys):
             capsys, "eval", "--markets", "100", "--json", *flags
         )  # fmt: skip
         assert code == 0
-        return json.loads(out.strip().splitlines()[-1])["profit"]
+        data = json.loads(out.strip().splitlines()[-1])
+        assert data["sample"] is ("--sample" in flags)
+        return data["profit"]
 
     rl = ("--seller", "rl_seller", "--buyers", "noisy_human:0.5,rl_buyer:0.5")
     greedy, sampled = profit(*rl), profit(*rl, "--sample")

@@ -194,7 +194,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ]
     print(
         f"{args.seller} vs {args.buyers}: {plural(args.markets, 'market')}, seed {args.seed}, "
-        f"disclosure {cfg.disclosure}"
+        f"disclosure {cfg.disclosure}" + (", sampled policies" if args.sample else "")
     )
     print(tabulate(rows, headers=["metric", "mean", "95% CI"], disable_numparse=True))
     if args.json:
@@ -203,6 +203,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "buyers": args.buyers,
             "markets": args.markets,
             "seed": args.seed,
+            "sample": args.sample,
             "market": cfg.to_dict(),
             **summary,
         }

@@ -9,9 +9,10 @@ row busy, with the value bootstrapping the markets a rollout cuts off. For buyer
 buyer's reward arrives once (its surplus when it trades), so the buyer side plays whole
 episodes and uses each decision's return to the end of the market, minus the value.
 
-Layout, top to bottom: seeding, the warm start (imitation of a scripted seller, seller
-side only), the rollouts (one per side), GAE, the PPO update, evaluation, and the loop
-with its checkpoints, curve and resume. Tensors are ``(steps, batch, ...)`` until
+Layout, top to bottom: seeding, the rollouts (one per side) and GAE, the warm start
+(imitation of a scripted seller, seller side only), the PPO update and its pulls,
+evaluation, and the loop (``train``; one PPO iteration is ``_iteration``) with its
+checkpoints, curve and resume. Tensors are ``(steps, batch, ...)`` until
 flattened for the update.
 
 Reproducibility: iteration ``i`` draws everything (its market config, its markets, its
@@ -993,20 +994,7 @@ def _train(
     if device == "cuda" and not torch.cuda.is_available():
         raise TrainError("--device cuda: no CUDA device is available here")
     if resume:
-        if not (out / STATE_JSON).is_file():
-            raise TrainError(f"{out}: nothing to resume (no {STATE_JSON})")
-        saved = _read_state(out)
-        if saved["config"] != json.loads(json.dumps(cfg.to_dict())):
-            raise TrainError(f"{out}: the run was started with a different config")
-        data = checkpoint.read_checkpoint(out)
-        if saved.get("weights_sha256", data.weights_sha256) != data.weights_sha256:
-            raise TrainError(
-                f"{out}: cannot resume ({checkpoint.WEIGHTS} is not the one {STATE_JSON} "
-                "was saved with: the run stopped while saving)"
-            )
-        policy = checkpoint.build(data, seed=cfg.seed, greedy=False)
-        if cfg.side == "buyer" and cfg.learned_disclosure:
-            policy = _with_disclosure_head(policy, cfg)
+        policy = _resumed_policy(cfg, out)
     else:
         if (out / STATE_JSON).exists():
             raise TrainError(f"{out}: a run is already there (use --resume, or a new --out)")
@@ -1046,7 +1034,6 @@ def _train(
         curve_rows.append(row)
         _checkpoint(out, policy, optimizer, cfg, 0, curve_rows, teacher_hashes)
 
-    weights = [o.weight for o in cfg.opponents]
     opponents = _opponents(cfg, cfg.seed)
     wall0 = time.perf_counter() - (float(curve_rows[-1].get("wall_s", 0) or 0) if resume else 0)
     samples = int(float(curve_rows[-1].get("samples", 0) or 0)) if resume else 0
@@ -1059,44 +1046,14 @@ def _train(
         disable=not progress,
     )
     for i in bar:
-        frac = i / cfg.iterations
-        lr = cfg.lr + frac * (cfg.lr_end - cfg.lr)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        ent_coef = cfg.ent_coef + frac * (cfg.ent_end - cfg.ent_coef)
-        rng = iteration_rng(cfg, i)
-        base, market = cfg.family.sample_named(rng)
-        env_seed = int(rng.integers(2**31))
-        pull = cfg.expert_coef if not cfg.expert_configs or base in cfg.expert_configs else 0.0
-        policy.net.cpu()
-        rollout = (seller_rollout if cfg.side == "seller" else buyer_rollout)(
-            policy, market, opponents, weights, cfg, env_seed
-        )
-        policy.net.to(device)
-        data = {k: v.to(device) for k, v in rollout.data.items()}
-        if reference is not None:
-            data.update(reference_logp(reference.to(device), data))
-        ref_coef = None
-        if base in teachers:
-            data.update(reference_logp(teachers[base].to(device), data))
-            ref_coef = cfg.teacher_weight(base)
-        upd = ppo_update(
-            policy, optimizer, data, cfg, ent_coef, _torch_generator(rng), pull, ref_coef
-        )
-        policy.net.cpu()
-        samples += int(data["adv"].shape[0])
+        stats, n = _iteration(cfg, i, policy, optimizer, opponents, reference, teachers, device)
+        samples += n
         row = {
             "iteration": i + 1,
             "phase": "train",
             "samples": samples,
             "wall_s": round(time.perf_counter() - wall0, 3),
-            "lr": lr,
-            "ent_coef": ent_coef,
-            "buyers": market.buyers,
-            "products": market.products,
-            "disclosure": market.disclosure,
-            **rollout.stats,
-            **upd,
+            **stats,
         }
         if cfg.eval_every and (i + 1) % cfg.eval_every == 0 or i + 1 == cfg.iterations:
             row.update(_prefixed(evaluate(policy, cfg), "eval_"))
@@ -1111,6 +1068,75 @@ def _train(
             _write_curve(out, curve_rows)  # progress to look at; resume cuts it back
     plot_curve(out)
     return out
+
+
+def _resumed_policy(cfg: TrainConfig, out: Path):
+    """The policy of the run in ``out`` as its last checkpoint left it, once the state
+    there is shown to belong to this config and to these weights."""
+    if not (out / STATE_JSON).is_file():
+        raise TrainError(f"{out}: nothing to resume (no {STATE_JSON})")
+    saved = _read_state(out)
+    if saved["config"] != json.loads(json.dumps(cfg.to_dict())):
+        raise TrainError(f"{out}: the run was started with a different config")
+    data = checkpoint.read_checkpoint(out)
+    if saved.get("weights_sha256", data.weights_sha256) != data.weights_sha256:
+        raise TrainError(
+            f"{out}: cannot resume ({checkpoint.WEIGHTS} is not the one {STATE_JSON} "
+            "was saved with: the run stopped while saving)"
+        )
+    policy = checkpoint.build(data, seed=cfg.seed, greedy=False)
+    if cfg.side == "buyer" and cfg.learned_disclosure:
+        policy = _with_disclosure_head(policy, cfg)
+    return policy
+
+
+def _iteration(
+    cfg: TrainConfig,
+    i: int,
+    policy,
+    optimizer: torch.optim.Optimizer,
+    opponents: list,
+    reference: nn.Module | None,
+    teachers: dict[str, nn.Module],
+    device: str,
+) -> tuple[dict, int]:
+    """PPO iteration ``i``: the schedules' values, one rollout on a config drawn from the
+    family (by ``iteration_rng``), the pulls that apply to it, and the update. Returns
+    the figures it logs and its sample count."""
+    frac = i / cfg.iterations
+    lr = cfg.lr + frac * (cfg.lr_end - cfg.lr)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    ent_coef = cfg.ent_coef + frac * (cfg.ent_end - cfg.ent_coef)
+    rng = iteration_rng(cfg, i)
+    base, market = cfg.family.sample_named(rng)
+    env_seed = int(rng.integers(2**31))
+    pull = cfg.expert_coef if not cfg.expert_configs or base in cfg.expert_configs else 0.0
+    policy.net.cpu()
+    weights = [o.weight for o in cfg.opponents]
+    rollout = (seller_rollout if cfg.side == "seller" else buyer_rollout)(
+        policy, market, opponents, weights, cfg, env_seed
+    )
+    policy.net.to(device)
+    data = {k: v.to(device) for k, v in rollout.data.items()}
+    if reference is not None:
+        data.update(reference_logp(reference.to(device), data))
+    ref_coef = None
+    if base in teachers:
+        data.update(reference_logp(teachers[base].to(device), data))
+        ref_coef = cfg.teacher_weight(base)
+    upd = ppo_update(policy, optimizer, data, cfg, ent_coef, _torch_generator(rng), pull, ref_coef)
+    policy.net.cpu()
+    stats = {
+        "lr": lr,
+        "ent_coef": ent_coef,
+        "buyers": market.buyers,
+        "products": market.products,
+        "disclosure": market.disclosure,
+        **rollout.stats,
+        **upd,
+    }
+    return stats, int(data["adv"].shape[0])
 
 
 def _reference(cfg: TrainConfig) -> str | None:

@@ -113,6 +113,7 @@ def test_a_tiny_run_prints_every_table_and_counts_its_targets(gen, tmp_path, cap
     for column, words in (
         (">= 1.2x vs rl_seller", "against rl_seller"),
         (">= best vs scripted", "(mean)"),
+        ("above the best vs scripted (CI)", "(paired CI above 0)"),
     ):
         met = sum(r[h.index(column)] == "yes" for r in buyer["rows"])
         assert f"{words} in {met} of {len(gen.CONFIGS)} configs" in printed
@@ -196,9 +197,32 @@ def test_the_family_wise_verdict_reads_intervals_at_bonferronis_level(gen, monke
     assert any(line.startswith("rl_seller beats every") and "in 2 of 6" in line for line in lines)
 
 
+def test_paired_means_over_defined_markets_keep_the_pairing_and_skip_only_undefined_ones(gen):
+    """Without gaps the interval is ``_paired``'s; with a seller that trades in few markets
+    the difference is of each one's mean over its own markets (a 0 filled in for a market
+    without a trade would count as the worst match), and the interval agrees with a
+    paired bootstrap over markets."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.9, 0.05, 400), rng.normal(0.88, 0.05, 400)
+    assert gen.paired_nanmeans(a, b) == pytest.approx(gen._paired(a, b), rel=1e-9)
+    b_gaps = np.where(rng.random(400) < 0.7, np.nan, b + 0.05)  # it trades in 30% only
+    d, lo, hi = gen.paired_nanmeans(a, b_gaps)
+    assert d == pytest.approx(a.mean() - np.nanmean(b_gaps))
+    assert d < 0 < gen._paired(a, np.nan_to_num(b_gaps))[0]  # filling 0 reverses it
+    idx = rng.integers(0, 400, (4000, 400))
+    boot = np.mean(a[idx], axis=1) - np.nanmean(b_gaps[idx], axis=1)
+    assert (hi - lo) / 2 == pytest.approx(1.96 * boot.std(), rel=0.1)
+    assert np.isnan(gen.paired_nanmeans(a, np.full(400, np.nan))[0])
+    m, lo2, hi2, n = gen.paired_where_both(a, b_gaps)
+    both = np.isfinite(b_gaps)
+    assert n == both.sum() and (m, lo2, hi2) == gen._paired(a[both], b_gaps[both])
+
+
 def test_the_quality_table_puts_efficiency_and_trades_beside_match_quality(gen, monkeypatch):
-    """Match quality is conditional on who bought, so each row also has the efficiency
-    difference and both sellers' trades, with verdicts read from the intervals."""
+    """Match quality is defined where a seller traded, so each row reads it with
+    ``paired_nanmeans``, and also has it on the markets both traded in, the efficiency
+    difference, and both sellers' markets with a trade and trades, with verdicts read
+    from the intervals."""
     monkeypatch.setattr(gen, "CONFIGS", {"retail": gen.RETAIL})
     monkeypatch.setattr(gen, "BUYERS", (("haggler", "hidden"), ("truthful", "hidden")))
     monkeypatch.setattr(gen, "SELLERS", ("rl_seller", "greedy_matcher", "oracle"))
@@ -209,9 +233,13 @@ def test_the_quality_table_puts_efficiency_and_trades_beside_match_quality(gen, 
     for row, buyer in zip(quality, ("haggler", "truthful"), strict=True):
         rl = cells.get("rl_seller", buyer, "hidden", "retail")
         g = cells.get("greedy_matcher", buyer, "hidden", "retail")
-        mq = gen._paired(np.nan_to_num(rl["match_quality"]), np.nan_to_num(g["match_quality"]))
+        mq = gen.paired_nanmeans(rl["match_quality"], g["match_quality"])
+        *both, n = gen.paired_where_both(rl["match_quality"], g["match_quality"])
         eff = gen._paired(rl["welfare"] / rl["w_star"], g["welfare"] / g["w_star"])
         assert row[h.index("match quality - greedy_matcher")] == gen._fmt(*mq, digits=3)
+        assert row[h.index("where both traded (markets)")] == f"{gen._fmt(*both, digits=3)} ({n})"
+        shares = f"{(rl['trades'] > 0).mean():.2f} / {(g['trades'] > 0).mean():.2f}"
+        assert row[h.index("markets traded in: rl_seller / greedy_matcher")] == shares
         assert row[h.index("efficiency - greedy_matcher")] == gen._fmt(*eff, digits=3)
         assert row[h.index("not below it")] == ("yes" if mq[2] >= 0 else "NO")
         assert row[h.index("above it")] == ("yes" if eff[1] > 0 else "NO")
@@ -306,3 +334,37 @@ def test_a_tampered_checkpoint_is_one_line_and_exit_2(gen, tmp_path, capsys):
     assert gen.main(["--markets", "12", "--candidates", str(run)]) == 2
     err = capsys.readouterr().err
     assert "do not match the hash" in err and err.count("\n") == 1
+
+
+def test_the_buyer_table_also_compares_with_the_buyer_best_against_the_scripted_sellers(
+    gen, monkeypatch
+):
+    """Besides the best scripted buyer against rl_seller (the issue's reference), the
+    scripted buyer best against the scripted sellers is chosen on its own, and rl_buyer's
+    surplus minus its, per market averaged over the scripted sellers, gets a paired CI."""
+    monkeypatch.setattr(gen, "CONFIGS", {"retail": gen.RETAIL})
+    monkeypatch.setattr(gen, "SCRIPTED_BUYERS", ("truthful", "haggler", "strategic"))
+    monkeypatch.setattr(gen, "SELLERS", ("rl_seller", "greedy_matcher", "posted_price", "oracle"))
+    cells = gen.Cells(30)
+    (row,) = gen.buyer_table(cells)
+    h = gen.BUYER_HEADER
+
+    def per_market(buyer):
+        return np.mean(
+            [cells.get(s, buyer, "hidden", "retail")["buyer_surplus"] for s in gen.SELLERS[1:-1]],
+            axis=0,
+        )
+
+    means = {b: per_market(b).mean() for b in gen.SCRIPTED_BUYERS}
+    top = max(means, key=means.get)
+    diff = gen._paired(per_market("rl_buyer"), per_market(top))
+    assert row[h.index("best scripted buyer vs scripted sellers")] == f"{top}: {means[top]:.1f}"
+    assert row[h.index("rl_buyer - it")] == gen._fmt(*diff)
+    assert row[h.index("above the best vs scripted (CI)")] == ("yes" if diff[1] > 0 else "NO")
+    best = row[h.index("best scripted buyer")]
+    vs_rl = {
+        b: cells.get("rl_seller", b, "hidden", "retail")["buyer_surplus"].mean()
+        for b in gen.SCRIPTED_BUYERS
+    }
+    assert best == max(vs_rl, key=vs_rl.get)
+    assert row[h.index("best buyer vs scripted sellers")] == f"{means[best]:.1f}"

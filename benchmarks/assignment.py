@@ -57,7 +57,8 @@ def rows(
 ) -> list[list[str]]:
     """Per config and buyer kind: the greedy matcher's profit, the assignment matcher's
     profit and match quality minus its, and each ``versus`` seller's profit minus the
-    assignment matcher's (paired over the same markets, 95% CI)."""
+    assignment matcher's (paired over the same markets, 95% CI; match quality on the
+    markets where both traded, the only ones where both have one)."""
     out = []
     for name in configs:
         batch = generate_batch(CONFIGS[name], SEED, range(markets))

@@ -170,7 +170,8 @@ def size_rows(
     baseline: str = "greedy_matcher",
 ) -> list[list]:
     """Per market size and seller: profit and match quality minus the baseline's on the
-    same markets (paired, 95% CI)."""
+    same markets (paired, 95% CI; match quality on the markets where both traded, the
+    only ones where both have one)."""
     out = []
     chosen = {size: SIZES[size] for size in sizes}
     for size, name, _, got, base in _paired(chosen, sellers, buyers, markets, baseline=baseline):

@@ -52,6 +52,17 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "badjson":
             self._send(200, b"{not json")
             return
+        if mode == "truncated":  # the body stops before its Content-Length
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"choices"')
+            self.close_connection = True
+            return
+        if mode == "nothttp":  # a reply without an HTTP status line
+            self.wfile.write(b"garbage\r\n\r\n")
+            self.close_connection = True
+            return
         if mode == "nocontent":
             self._send(200, json.dumps({"choices": [{"message": {}}]}).encode())
             return
@@ -128,7 +139,9 @@ def test_a_served_seller_plays_records_and_replays_without_the_server(server, tm
                    Truthful())  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["slow", "500", "429", "badjson", "nocontent", "prose"])
+@pytest.mark.parametrize(
+    "mode", ["slow", "500", "429", "badjson", "nocontent", "prose", "truncated", "nothttp"]
+)
 def test_failed_requests_are_counted_violations_in_bounded_time(server, tmp_path, mode):
     server.mode = mode
     log = tmp_path / "served.jsonl"
@@ -140,7 +153,8 @@ def test_failed_requests_are_counted_violations_in_bounded_time(server, tmp_path
     assert engine.seller_violations[:, 1].tolist() == [CFG.turns, CFG.turns]  # all MALFORMED
     errors = {json.loads(x)["error"] for x in log.read_text().splitlines()}
     expected = {"slow": "timeout", "500": "http_500", "429": "http_429", "badjson": "bad_reply",
-                "nocontent": "bad_reply", "prose": ""}[mode]  # fmt: skip
+                "nocontent": "bad_reply", "prose": "", "truncated": "connection: IncompleteRead",
+                "nothttp": "connection: BadStatusLine"}[mode]  # fmt: skip
     assert errors == {expected}
 
 

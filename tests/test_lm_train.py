@@ -136,3 +136,57 @@ def test_group_advantages_are_normalized_within_groups():
     adv = group_advantages(np.array([1.0, 3.0, 2.0, 2.0, 0.0, 0.0, 5.0, 5.0]), 2)
     np.testing.assert_allclose(adv[:2], [-1.0, 1.0], atol=1e-5)
     assert adv[2:].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_a_fixed_pool_cycles_over_its_markets_whatever_the_groups():
+    from agents.lm.train import GRPOConfig, step_markets
+
+    assert step_markets(GRPOConfig(groups=4, pool=0), 2).tolist() == [8, 9, 10, 11]
+    assert step_markets(GRPOConfig(groups=4, pool=4), 3).tolist() == [0, 1, 2, 3]
+    assert step_markets(GRPOConfig(groups=4, pool=2), 0).tolist() == [0, 1, 0, 1]
+    assert step_markets(GRPOConfig(groups=4, pool=6), 1).tolist() == [4, 5, 0, 1]
+
+
+def test_a_commit_stopped_at_any_point_leaves_a_checkpoint_to_resume(tmp_path):
+    """``latest.old`` left behind by a commit stopped while removing it does not block the
+    next commit; one stopped between the two renames leaves ``latest.old``, which resume
+    takes back."""
+    from agents.lm.train import _commit, _recover_latest
+
+    latest = tmp_path / "latest"
+    for name, text in (("latest", "2"), ("latest.old", "1"), ("latest.tmp", "3")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "position.json").write_text(text)
+    _commit(tmp_path / "latest.tmp", latest)
+    assert (latest / "position.json").read_text() == "3"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]
+    latest.rename(tmp_path / "latest.old")  # stopped between the renames
+    _recover_latest(latest)
+    assert (latest / "position.json").read_text() == "3"
+    _recover_latest(latest)  # nothing to recover: unchanged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"max_prompt_tokens": 4}, "max_prompt_tokens"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"grpo": {"temperature": -1.0}}, "grpo.temperature"),
+        ({"grpo": {"pool": -1}}, "pool"),
+        ({"grpo": {"lr": -1e-3}}, "grpo.lr"),
+        ({"sft": {"lr": 0.0}}, "sft.lr"),
+        ({"grpo": {"kl": -0.1}}, "grpo.kl"),
+    ],
+)
+def test_bad_numbers_in_a_training_config_fail_before_any_training(changes, words):
+    import dataclasses
+
+    kw = {}
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            kw[key] = dataclasses.replace(getattr(TINY, key), **value)
+        else:
+            kw[key] = value
+    with pytest.raises(ValueError, match=words):
+        dataclasses.replace(TINY, **kw)

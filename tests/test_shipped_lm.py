@@ -107,3 +107,42 @@ def test_a_name_that_specs_or_paths_would_misread_is_refused_in_both_kinds_of_fi
     (rl / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="bad policy name"):
         read_checkpoint(rl)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"class": ["LMSeller"]}, "unknown class"),
+        ({"params": {"seed": 3}}, "unknown params"),
+        ({"params": {"temperature": "hot"}}, "params.temperature must be a float"),
+        ({"params": {"max_new_tokens": None}}, "params.max_new_tokens must be a int"),
+        ({"params": {"chunk": 2.5}}, "params.chunk must be a int"),
+        ({"params": {"max_new_tokens": True}}, "params.max_new_tokens must be a int"),
+    ],
+)
+def test_a_policy_file_of_wrong_types_is_one_clear_error(tmp_path, change, words):
+    import shutil
+
+    from agents.lm.policy import from_directory, read_policy_file
+
+    lm = tmp_path / "lm"
+    shutil.copytree(SHIPPED, lm)
+    data = json.loads((lm / "policy.json").read_text())
+    (lm / "policy.json").write_text(json.dumps({**data, **change}))
+    with pytest.raises(ValueError, match=words):
+        read_policy_file(lm)
+    with pytest.raises(ValueError, match=words):
+        from_directory(lm)
+
+
+def test_a_chunk_below_one_is_refused_when_the_policy_is_built(tmp_path):
+    import shutil
+
+    from agents.lm.policy import from_directory
+
+    lm = tmp_path / "lm"
+    shutil.copytree(SHIPPED, lm)
+    data = json.loads((lm / "policy.json").read_text())
+    (lm / "policy.json").write_text(json.dumps({**data, "params": {**data["params"], "chunk": 0}}))
+    with pytest.raises(ValueError, match="chunk >= 1"):
+        from_directory(lm)

@@ -79,8 +79,15 @@ class _LMPolicy:
             if not self.path:
                 raise ValueError("a language-model policy needs a model directory (path)")
             self.model, self.tokenizer = load(self.path, self.device)
-        if self.temperature < 0 or self.max_new_tokens < 1 or self.max_prompt_tokens < 8:
-            raise ValueError("temperature >= 0, max_new_tokens >= 1, max_prompt_tokens >= 8")
+        if (
+            self.temperature < 0
+            or self.max_new_tokens < 1
+            or self.max_prompt_tokens < 8
+            or self.chunk < 1
+        ):
+            raise ValueError(
+                "temperature >= 0, max_new_tokens >= 1, max_prompt_tokens >= 8, chunk >= 1"
+            )
         self.salt: np.ndarray | None = None  # (B,) per-row salt (GRPO group members)
         self.trace: list | None = None
 
@@ -163,7 +170,7 @@ POLICY_FILE = "policy.json"
 POLICY_FORMAT = "agent-market-arena/lm-policy/1"
 POLICY_CLASSES = {"LMSeller": ("seller", LMSeller), "LMBuyer": ("buyer", LMBuyer)}
 _POLICY_KEYS = {"format", "class", "name", "side", "kind", "params"}
-_NOT_PARAMS = {"path", "model", "tokenizer", "device", "threads"}
+_NOT_PARAMS = {"path", "model", "tokenizer", "device", "threads", "seed"}
 
 
 def policy_file(cls: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +194,7 @@ def check_policy_file(data: Any, where: str) -> dict[str, Any]:
     if set(data) != _POLICY_KEYS:
         raise ValueError(f"{where}: expected exactly the keys {sorted(_POLICY_KEYS)}")
     cls = data["class"]
-    if cls not in POLICY_CLASSES:
+    if not isinstance(cls, str) or cls not in POLICY_CLASSES:
         raise ValueError(f"{where}: unknown class {cls!r}; known: {sorted(POLICY_CLASSES)}")
     if data["side"] != POLICY_CLASSES[cls][0]:
         raise ValueError(f"{where}: an {cls} plays the {POLICY_CLASSES[cls][0]} side")
@@ -202,6 +209,13 @@ def check_policy_file(data: Any, where: str) -> dict[str, Any]:
         raise ValueError(f"{where}: params must be a table, got {params!r}")
     if unknown := sorted(set(params) - allowed):
         raise ValueError(f"{where}: unknown params {unknown}; known: {sorted(allowed)}")
+    fields = POLICY_CLASSES[cls][1].__dataclass_fields__
+    for key, value in params.items():
+        want = type(fields[key].default)
+        kinds = {bool: bool, int: int, float: int | float}.get(want, want)
+        ok = isinstance(value, kinds) and (want is bool or not isinstance(value, bool))
+        if not ok:
+            raise ValueError(f"{where}: params.{key} must be a {want.__name__}, got {value!r}")
     return data
 
 

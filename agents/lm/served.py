@@ -31,6 +31,7 @@ replays to the same results without the server. A request the file does not hold
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import socket
@@ -154,7 +155,8 @@ class _ServedPolicy:
                 entry["error"] = "timeout"
             else:
                 raise ServedModelError(f"cannot reach {url}: {err.reason}") from None
-        except (ConnectionError, OSError) as err:  # a connection dropped mid-reply
+        except (ConnectionError, OSError, http.client.HTTPException) as err:
+            # a connection dropped mid-reply, a truncated body, a reply that is not HTTP
             entry["error"] = f"connection: {type(err).__name__}"
         else:
             entry.update(_read_reply(raw))

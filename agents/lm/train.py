@@ -168,6 +168,17 @@ class LMTrainConfig:
                 raise ValueError(f"bad {what} settings")
         if not 0 <= self.analyst <= 9:
             raise ValueError("analyst: 0 (no short list) to 9 offers")
+        numbers = [
+            (self.max_new_tokens >= 1, "max_new_tokens >= 1"),
+            (self.max_prompt_tokens >= 8, "max_prompt_tokens >= 8"),
+            (self.sft.lr > 0 and self.grpo.lr > 0, "sft.lr and grpo.lr > 0"),
+            (self.grpo.kl >= 0 and self.grpo.format_weight >= 0, "grpo.kl, format_weight >= 0"),
+            (self.grpo.penalty >= 0 and self.grpo.pool >= 0, "grpo.penalty and pool >= 0"),
+            (self.grpo.temperature > 0, "grpo.temperature > 0"),
+        ]
+        for ok, what in numbers:
+            if not ok:
+                raise ValueError(f"expected {what}")
         policy_file(self.policy, self.name, {})  # a bad entry name fails now, not at the end
 
     @classmethod
@@ -345,7 +356,7 @@ def _fmt(x: Any) -> Any:
     return f"{x:.6g}" if isinstance(x, float) else x
 
 
-def _save_model(model, tokenizer, path: Path) -> None:
+def _save_model(model, tokenizer, path: Path) -> Path:
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -358,10 +369,20 @@ def _commit(tmp: Path, path: Path) -> None:
     """Replace ``path`` by ``tmp`` (a crash leaves either the old or the new one)."""
     old = path.with_name(path.name + ".old")
     if path.exists():
+        if old.exists():  # left by a commit stopped while it removed it: ``path`` is newer
+            shutil.rmtree(old)
         path.rename(old)
     tmp.rename(path)
     if old.exists():
         shutil.rmtree(old)
+
+
+def _recover_latest(path: Path) -> None:
+    """A run stopped between ``_commit``'s two renames has ``path.old`` and no ``path``:
+    the old checkpoint is the last whole one, so it becomes ``path`` again."""
+    old = path.with_name(path.name + ".old")
+    if not path.exists() and (old / "position.json").exists():
+        old.rename(path)
 
 
 def _checkpoint(out: Path, model, tokenizer, opt, stage: str, step: int, extra: dict) -> None:
@@ -430,14 +451,20 @@ def _sft_step(model, opt, examples, cfg: LMTrainConfig, pad: int, device: str) -
     return total
 
 
+def step_markets(grpo: GRPOConfig, step: int) -> np.ndarray:
+    """The market indices of GRPO step ``step`` (one a group): fresh ones every step, or
+    with ``pool`` k the fixed pool of k markets, cycled market after market."""
+    indices = np.arange(step * grpo.groups, (step + 1) * grpo.groups)
+    return indices % grpo.pool if grpo.pool else indices
+
+
 def _play_groups(model, tokenizer, cfg: LMTrainConfig, step: int, device: str) -> dict:
     """G episodes on each of the step's market instances; returns per-episode returns,
     metrics and each message's tokens and episode row."""
     g, n = cfg.grpo.group_size, cfg.grpo.groups
     # Markets of stage two: fresh instances every step (or a fixed pool), from a stream of
     # their own, so they are never the teacher's.
-    first = step * n if cfg.grpo.pool == 0 else (step * n) % cfg.grpo.pool
-    indices = np.repeat(np.arange(first, first + n), g)
+    indices = np.repeat(step_markets(cfg.grpo, step), g)
     batch = generate_keyed_batch(cfg.market, cfg.seed + 1_000_003, indices)
     buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
     env = SellerEnv.from_batch(batch, buyers, rewards=True, penalty=cfg.grpo.penalty, dialogue=True)
@@ -552,6 +579,8 @@ def train(
             build_tiny(base, cfg.model)
     position = {"stage": "sft", "step": 0}
     latest = out / "latest"
+    if resume:
+        _recover_latest(latest)
     if resume and (latest / "position.json").exists():
         position = json.loads((latest / "position.json").read_text())
         model, tokenizer = load(latest, device)

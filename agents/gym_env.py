@@ -46,7 +46,7 @@ from gymnasium.vector.utils import batch_space
 
 from agents import registry
 from agents.base import AGENT, BuyerPolicy, SellerPolicy
-from agents.env import BuyerEnv, SellerEnv
+from agents.env import BuyerEnv, SellerEnv, split_rows
 from agents.spaces import BUYER_SHARES, SELLER_OFFSETS, BuyerSpace, SellerSpace
 from arena.config import MarketConfig, load_market_file
 from arena.engine import BatchedMarket
@@ -265,8 +265,10 @@ class SellerGymEnv(MarketSeeds, gym.Env):
 class SellerVectorEnv(VectorEnv):
     """B markets on the batched engine; the learner is every market's seller. Arguments
     as ``SellerGymEnv``'s, with ``num_envs`` = B; several opponents split the rows by
-    ``weights`` (contiguous blocks, ``agents.env.split_rows``). ``markets``: ``"keyed"``
-    (fast draws, for training) or ``"exact"`` (the markets evaluation meets)."""
+    ``weights`` (contiguous blocks, ``agents.env.split_rows``; a positive weight that
+    would get no row is an error). ``markets``: ``"keyed"`` (fast draws, for training:
+    other instances than ``SellerGymEnv`` and evaluation draw for the same seed and
+    index) or ``"exact"`` (the markets ``SellerGymEnv`` and evaluation meet)."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
 
@@ -294,6 +296,17 @@ class SellerVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.opponents = _buyers(_names(buyers), opponent_seed)
         self.weights = None if weights is None else list(weights)
+        names = _names(buyers)
+        shares = self.weights or [1.0] * len(names)
+        if len(shares) != len(names):
+            raise ValueError(f"weights: one per opponent ({len(names)}), got {len(shares)}")
+        counts = [g.size for g in split_rows(num_envs, shares)]
+        for name, w, n in zip(names, shares, counts, strict=True):
+            if w > 0 and n == 0:  # each opponent plays a block of the rows
+                raise ValueError(
+                    f"num_envs={num_envs} leaves {name} (weight {w:g}) no rows: each opponent "
+                    "plays its share of the envs, so use more envs or fewer opponents"
+                )
         self.penalty = penalty
         self.markets = markets
         self._root: int | None = None
@@ -377,7 +390,7 @@ class _SeatEnv(BuyerEnv):
     def _kinds(self, raw) -> tuple[np.ndarray, np.ndarray]:
         kinds, wish = super()._kinds(raw)
         theirs = np.asarray(self.others.kinds(raw.is_agent, raw.keys), bool)
-        their_wish = np.asarray(self.others.disclose(theirs, raw.keys), bool)
+        their_wish = np.asarray(self.others.disclose(theirs, raw.keys, raw), bool)
         rest = np.arange(kinds.shape[1]) != self.seat
         kinds[:, rest] = theirs[:, rest]
         wish[:, rest] = their_wish[:, rest]

@@ -174,3 +174,39 @@ def test_render_shows_the_sellers_view():
     env.step(0)
     text = env.render()
     assert "You are the seller" in text and "TO: buyer 0" in text
+
+
+def test_the_other_buyers_disclose_as_their_policy_chooses_from_the_market(monkeypatch):
+    """A policy may choose whether to disclose from the market it is in (a learned head
+    reads the values); the seat's environment shows the other buyers their market, as
+    the seller's environment does."""
+    from agents import registry
+    from agents.base import AGENT
+    from agents.scripted.buyers import Truthful
+
+    class SeesItsMarket(Truthful):
+        kind = AGENT
+
+        def disclose(self, is_agent, key, market=None):
+            return np.full(np.shape(is_agent), market is not None)
+
+    entry = registry.Entry("sees_its_market", "buyer", AGENT, SeesItsMarket)
+    monkeypatch.setitem(registry._ENTRIES, entry.name, entry)
+    cfg = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=1.0,
+                       disclosure="voluntary")  # fmt: skip
+    env = BuyerGymEnv(cfg, "greedy_matcher", others="sees_its_market", seat=0)
+    env.reset(seed=3)
+    assert env._env.engine.disclosed[:, 1:].all()
+
+
+def test_a_vector_env_too_small_for_its_opponents_is_refused():
+    """Each opponent plays a block of the rows: a positive weight left no row would never
+    be played, so it is an error rather than a silently missing opponent."""
+    with pytest.raises(ValueError, match="leaves haggler"):
+        SellerVectorEnv(4, SMALL, ["truthful", "haggler"], weights=[0.9, 0.1])
+    with pytest.raises(ValueError, match="one per opponent"):
+        SellerVectorEnv(4, SMALL, ["truthful", "haggler"], weights=[1.0])
+    env = SellerVectorEnv(10, SMALL, ["truthful", "haggler"], weights=[0.9, 0.1])
+    env.reset(seed=0)
+    assert [g.size for g in env._env.groups] == [9, 1]
+    SellerVectorEnv(4, SMALL, ["truthful", "haggler"], weights=[1.0, 0.0])  # weight 0: fine

@@ -71,9 +71,12 @@ class Step:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def split_rows(batch_size: int, weights: Sequence[float]) -> list[np.ndarray]:
+def split_rows(
+    batch_size: int, weights: Sequence[float], names: Sequence[str] | None = None
+) -> list[np.ndarray]:
     """Row indices of each opponent: contiguous blocks in proportion to ``weights``
-    (largest remainder, ties to the earlier opponent)."""
+    (largest remainder, ties to the earlier opponent). A positive weight that would get
+    no row is an error (that opponent would never be played); ``names`` name them in it."""
     w = np.asarray(weights, float)
     if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
         raise ValueError(
@@ -83,6 +86,12 @@ def split_rows(batch_size: int, weights: Sequence[float]) -> list[np.ndarray]:
     counts = np.floor(raw).astype(np.int64)
     order = np.argsort(-(raw - counts), kind="stable")
     counts[order[: batch_size - counts.sum()]] += 1
+    for k in np.flatnonzero((w > 0) & (counts == 0)):
+        who = names[k] if names is not None else f"opponent {k}"
+        raise ValueError(
+            f"{batch_size} rows leave {who} (weight {w[k]:g}) no rows: each opponent plays its "
+            "share of the rows, so use more rows (markets, envs) or fewer opponents"
+        )
     edges = np.concatenate([[0], np.cumsum(counts)])
     return [np.arange(edges[k], edges[k + 1]) for k in range(w.size)]
 

@@ -300,13 +300,7 @@ class SellerVectorEnv(VectorEnv):
         shares = self.weights or [1.0] * len(names)
         if len(shares) != len(names):
             raise ValueError(f"weights: one per opponent ({len(names)}), got {len(shares)}")
-        counts = [g.size for g in split_rows(num_envs, shares)]
-        for name, w, n in zip(names, shares, counts, strict=True):
-            if w > 0 and n == 0:  # each opponent plays a block of the rows
-                raise ValueError(
-                    f"num_envs={num_envs} leaves {name} (weight {w:g}) no rows: each opponent "
-                    "plays its share of the envs, so use more envs or fewer opponents"
-                )
+        split_rows(num_envs, shares, names)  # every weighted opponent gets rows: now, not later
         self.penalty = penalty
         self.markets = markets
         self._root: int | None = None

@@ -278,12 +278,18 @@ def make(name: str, side: str | None = None, seed: int = 0, *, sample: bool = Fa
     return entry.build(seed, **params)
 
 
+def is_population(spec: str) -> bool:
+    """Whether a buyer spec names a population (``a:0.5,b:0.5``, ``human=a,agent=b``)
+    rather than one entry."""
+    return any(c in spec for c in ",:=")
+
+
 def make_buyers(spec: str, seed: int = 0, *, sample: bool = False) -> BuyerPolicy:
     """A buyer entry name, or a population (see ``agents.population``):
     ``a:0.5,b:0.5`` by share, or ``human=a,agent=b`` by kind. ``sample`` as in ``make``,
     for every member."""
     spec = spec.strip()
-    if "," not in spec and ":" not in spec and "=" not in spec:
+    if not is_population(spec):
         return make(spec, "buyer", seed, sample=sample)
     parts = [p.strip() for p in spec.split(",") if p.strip()]
     if all("=" in p for p in parts):

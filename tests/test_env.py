@@ -224,3 +224,13 @@ def test_rewards_are_the_documented_functions():
     np.testing.assert_allclose(buyer_reward([[10.0, 0.0]], [50.0]), [[0.2, 0.0]])
     assert rating_score(7.0, 3.0, 10.0) == pytest.approx(0.7)
     assert rating_score(1.0, 0.0, 0.0) == 0.5
+
+
+def test_a_weighted_opponent_left_no_rows_is_an_error_not_a_missing_opponent():
+    with pytest.raises(ValueError, match="4 rows leave opponent 1 \\(weight 0.1\\) no rows"):
+        split_rows(4, [0.9, 0.1])
+    with pytest.raises(ValueError, match="leave haggler"):
+        split_rows(1, [1, 1], names=["truthful", "haggler"])
+    with pytest.raises(ValueError, match="rows leave"):
+        SellerEnv(CFG, [Truthful(), Truthful()], 1)
+    assert [g.size for g in split_rows(10, [0.9, 0.1])] == [9, 1]

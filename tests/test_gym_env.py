@@ -202,7 +202,7 @@ def test_the_other_buyers_disclose_as_their_policy_chooses_from_the_market(monke
 def test_a_vector_env_too_small_for_its_opponents_is_refused():
     """Each opponent plays a block of the rows: a positive weight left no row would never
     be played, so it is an error rather than a silently missing opponent."""
-    with pytest.raises(ValueError, match="leaves haggler"):
+    with pytest.raises(ValueError, match="leave haggler"):
         SellerVectorEnv(4, SMALL, ["truthful", "haggler"], weights=[0.9, 0.1])
     with pytest.raises(ValueError, match="one per opponent"):
         SellerVectorEnv(4, SMALL, ["truthful", "haggler"], weights=[1.0])

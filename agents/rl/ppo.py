@@ -839,7 +839,7 @@ class _AllAgents:
 def _opponent_label(cfg: TrainConfig, name: str) -> str:
     """An opponent as the curve names it: a checkpoint by the name in its config.json
     (moving it changes nothing), anything else as the config writes it."""
-    if not registry.looks_like_path(name) or any(c in name for c in ",:="):
+    if not registry.looks_like_path(name) or registry.is_population(name):
         return name  # a registry name, or a population
     return registry.checkpoint_entry(cfg.resolve(name)).name  # its variant's name too
 

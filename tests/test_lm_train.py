@@ -190,3 +190,64 @@ def test_bad_numbers_in_a_training_config_fail_before_any_training(changes, word
             kw[key] = value
     with pytest.raises(ValueError, match=words):
         dataclasses.replace(TINY, **kw)
+
+
+class _Recorder:
+    """An optimizer that keeps the gradients it is asked to apply and changes nothing."""
+
+    def __init__(self, model):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.grads = None
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        self.grads = [p.grad.detach().clone() for p in self.params]
+
+
+def test_grpo_weighs_tokens_by_the_distribution_they_were_sampled_from(tmp_path):
+    """The policy samples from softmax(logits / T); GRPO's gradient must be that
+    distribution's, not the temperature-1 one (a biased gradient and KL otherwise)."""
+    import dataclasses
+
+    import torch
+
+    from agents.lm.model import TinyModelConfig, build_tiny, load
+    from agents.lm.train import _grpo_step, sequence_logprobs
+
+    small = TinyModelConfig(
+        vocab_size=320, hidden_size=32, intermediate_size=64, layers=2, heads=2, corpus_markets=2
+    )
+    model, _ = load(build_tiny(tmp_path / "m", small))
+    examples = [([5, 9, 14, 3], [7, 8, 21]), ([5, 11, 2], [30, 4]), ([6, 9], [12, 13, 40, 2])]
+    trace = [(row, p, c, False) for row, (p, c) in enumerate(examples)]
+    played = {"return": np.array([1.0, 0.0, 0.5, 0.5]), "trace": trace}  # groups of two
+    temperature = 0.5
+
+    def grads_of(t):
+        model.zero_grad()
+        logp, mask = sequence_logprobs(model, examples, 0, "cpu", temperature=t)
+        adv = torch.tensor(group_advantages(played["return"], 2)[:3], dtype=torch.float32)
+        (-(adv * (logp * mask).sum(1) / mask.sum(1)).sum() / 3).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        return [p.grad.detach().clone() for p in model.parameters() if p.requires_grad]
+
+    # The log-probabilities at T are those of softmax(logits / T), which the sampler uses.
+    logp, _ = sequence_logprobs(model, examples[:1], 0, "cpu", temperature=temperature)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([examples[0][0] + examples[0][1]])).logits[0]
+    direct = torch.log_softmax(logits.float() / temperature, -1)[[3, 4, 5], [7, 8, 21]]
+    torch.testing.assert_close(logp[0], direct)
+
+    grpo = dataclasses.replace(TINY.grpo, temperature=temperature, kl=0.0, group_size=2)
+    cfg = dataclasses.replace(TINY, grpo=grpo)
+    opt = _Recorder(model)
+    _grpo_step(model, model, opt, played, cfg, pad=0, eos=2, device="cpu")
+    # The step's messages end without the end-of-text token (ended=False), as above.
+    want, at_one = grads_of(temperature), grads_of(1.0)
+    for got, w in zip(opt.grads, want, strict=True):
+        torch.testing.assert_close(got, w, rtol=1e-4, atol=1e-7)
+    pairs = zip(want, at_one, strict=True)
+    assert any(not torch.allclose(w, o, rtol=1e-3, atol=1e-6) for w, o in pairs)

@@ -24,8 +24,10 @@ One file, top to bottom (``train``):
        loss = mean over messages [ -A * mean_t log pi(token_t) ]
               + kl * mean over tokens [ exp(r) - r - 1 ],   r = log pi_ref - log pi
 
-   with the warm-started model as pi_ref (the k3 estimator of KL(pi || pi_ref)). One
-   gradient step per batch of episodes (on-policy, so no ratio or clipping is needed).
+   with the warm-started model as pi_ref (the k3 estimator of KL(pi || pi_ref)). Both
+   are the distributions the episodes were sampled from, softmax(logits /
+   ``grpo.temperature``), not the temperature-1 ones. One gradient step per batch of
+   episodes (on-policy, so no ratio or clipping is needed).
 4. **Outputs.** ``OUT/final`` (the trained model, safetensors + JSON, with a
    ``policy.json`` naming its entry ``name`` and the parameters it plays with, greedy
    decoding: ``agents.lm.policy.from_directory`` and ``agents.lm.evaluate`` play it as
@@ -242,11 +244,17 @@ def load_config(config: str | Path | LMTrainConfig) -> LMTrainConfig:
 
 
 def sequence_logprobs(
-    model, examples: list[tuple[list[int], list[int]]], pad: int, device: str
+    model,
+    examples: list[tuple[list[int], list[int]]],
+    pad: int,
+    device: str,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probabilities of each example's completion given its prompt:
     (E, C) values and a (E, C) mask, C the longest completion. Right padding: real
-    tokens never attend to the padding after them."""
+    tokens never attend to the padding after them. ``temperature``: the distribution
+    softmax(logits / temperature) that the sampler drew from (``KeyedSampler``), so
+    GRPO's gradient and KL are those of the policy that played."""
     lengths = [len(p) + len(c) for p, c in examples]
     width = max(lengths)
     c_max = max(len(c) for _, c in examples)
@@ -254,7 +262,7 @@ def sequence_logprobs(
     for k, (p, c) in enumerate(examples):
         ids[k, : lengths[k]] = torch.tensor(p + c, dtype=torch.long)
     logits = model(input_ids=ids.to(device)).logits.float()
-    logp = torch.log_softmax(logits, dim=-1)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
     out = torch.zeros((len(examples), c_max), device=logits.device)
     mask = torch.zeros((len(examples), c_max), device=logits.device)
     for k, (p, c) in enumerate(examples):
@@ -523,9 +531,9 @@ def _grpo_step(model, ref, opt, played: dict, cfg: LMTrainConfig, pad, eos, devi
         part = keep[start : start + cfg.micro_batch]
         ex = [examples[k] for k in part]
         a = torch.tensor(adv[rows[part]], dtype=torch.float32, device=device)
-        logp, mask = sequence_logprobs(model, ex, pad, device)
+        logp, mask = sequence_logprobs(model, ex, pad, device, cfg.grpo.temperature)
         with torch.no_grad():
-            ref_logp, _ = sequence_logprobs(ref, ex, pad, device)
+            ref_logp, _ = sequence_logprobs(ref, ex, pad, device, cfg.grpo.temperature)
         per_msg = (logp * mask).sum(dim=1) / mask.sum(dim=1)
         pg = -(a * per_msg).sum() / n_msg
         r = (ref_logp - logp) * mask

@@ -18,7 +18,20 @@ A unit's rows and its ``units`` row are written in one transaction, so a run
 killed at any moment leaves whole units only; a rerun skips them and never
 duplicates a row (the primary keys would refuse it anyway).
 
-Length: about 460 lines for one class and its helpers: opening (new, resumed, grown or
+One writer per run folder: a store opened for writing holds an exclusive lock on its
+folder (``flock`` on the folder itself, so no lock file is left behind) until it is
+closed or its process ends, however it ends. A second run on a folder that a live run
+holds is refused with a StoreError saying so; readers (report, show, export, compare)
+take no lock and may read a run while it is written. Each unit is also checked and
+stored under SQLite's write lock (``BEGIN IMMEDIATE``): "stored already?" and the
+insert are one step, so no unit is stored twice, nor refused by a primary key, even
+where the file system has no locks.
+
+Opening checks before it changes: a folder whose database holds another spec or unit
+size is refused after a look at it that writes nothing (the database keeps its bytes,
+its journal mode, and gains no -wal or -shm file).
+
+Length: about 560 lines for one class and its helpers: opening (new, resumed, grown or
 read-only folders, each refusal with its own message), writing, reading and exporting one
 SQLite file; the market rows' layout is ``tournaments.market_rows``.
 """
@@ -27,11 +40,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import json
 import os
 import platform
 import sqlite3
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -83,12 +98,21 @@ def package_versions() -> dict[str, str]:
 class ResultStore:
     """The SQLite store of one run folder."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        writable: bool = False,
+        lock: int | None = None,
+    ) -> None:
         self.path = path
         self.conn = conn
         self.writable = writable
         self._numbers: dict[str, int] | None = None  # match_id -> match number
         self.layout = Layout.create(conn) if writable else Layout(conn)
+        # The run folder's lock (``_lock_folder``): released by close(), or when the
+        # store is dropped unclosed.
+        self._unlock = weakref.finalize(self, os.close, lock) if lock is not None else None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -102,7 +126,8 @@ class ResultStore:
     ) -> ResultStore:
         """Open the run folder for ``spec``: a new folder is initialised; an existing one must
         hold the same spec (same seed and markets included) cut into the same units, else
-        StoreError and nothing in it is touched.
+        StoreError and nothing in it is touched. The store holds the folder until it is
+        closed: a folder another live run holds is a StoreError too.
 
         ``extend``: the folder may also hold a spec that ``spec`` extends (the same
         tournament with more sellers, buyers or checkpoints; see ``extends``): its new
@@ -124,60 +149,14 @@ class ResultStore:
             raise StoreError(
                 f"{where} is read-only: a run writes its results there; choose another --out"
             )
-        spec_json = json.dumps(spec.to_dict(), sort_keys=True)
+        lock = _lock_folder(folder)
         try:
-            conn = _connect(path)
-            _check_columns(conn, path)
-            stored = dict(conn.execute("SELECT key, value FROM meta"))
-        except sqlite3.Error as err:
-            raise StoreError(f"{path}: cannot use this results database ({err})") from None
-        # Compared as specs, not as text: a folder stored before a rename of the spec's
-        # tables holds the same spec in other words.
-        old = _stored_spec(stored.get("spec"))
-        grow = extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
-        if "spec" in stored and not grow and (old is None or old.to_dict() != spec.to_dict()):
-            conn.close()
-            before = old.to_dict() if old is not None else json.loads(stored["spec"])
-            diff = _spec_diff(before, spec.to_dict())
-            raise StoreError(
-                f"{folder} holds results of a different spec ({diff}); "
-                "rerun with the same spec, seed and --markets, or choose another --out"
-            )
-        if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
-            conn.close()
-            raise StoreError(
-                f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
-                f"not {unit_markets}; resume with the same unit size"
-            )
-        if grow:
-            _add_matches(conn, spec, spec_json)
-        # spec.json first: a run killed after the commit below still has it.
-        try:
-            (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
-        except OSError as err:
-            conn.close()
-            raise StoreError(f"{folder}: cannot write spec.json ({_reason(err)})") from None
-        if "spec" not in stored:
-            with conn:
-                conn.executemany(
-                    "INSERT INTO matches (match, match_id, seller, buyer, disclosure, config) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (k, m.match_id, m.seller, m.buyer, m.disclosure, m.config)
-                        for k, m in enumerate(spec.matches())
-                    ],
-                )
-                conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("spec", spec_json),
-                        ("seed", str(spec.seed)),
-                        ("unit_markets", str(unit_markets)),
-                        ("versions", json.dumps(package_versions(), sort_keys=True)),
-                        ("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
-                    ],
-                )
-        return cls(path, conn, writable=True)
+            conn = _open_checked(folder, path, spec, unit_markets, extend)
+            return cls(path, conn, writable=True, lock=lock)
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
 
     @classmethod
     def open(cls, folder: str | Path) -> ResultStore:
@@ -207,6 +186,8 @@ class ResultStore:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 self.conn.execute("PRAGMA journal_mode=DELETE")
         self.conn.close()
+        if self._unlock is not None:
+            self._unlock()  # the database closed first: the next run finds it whole
 
     # ------------------------------------------------------------------ writing
     def done_units(self) -> set[tuple[str, int]]:
@@ -227,6 +208,9 @@ class ResultStore:
         if self._numbers is None:
             self._numbers = dict(self.conn.execute("SELECT match_id, match FROM matches"))
         with self.conn:
+            # The write lock before the check: no other writer can store the unit between
+            # "stored already?" and the insert.
+            self.conn.execute("BEGIN IMMEDIATE")
             if self.conn.execute(
                 "SELECT 1 FROM units WHERE match_id = ? AND start = ?", (u.match_id, u.start)
             ).fetchone():
@@ -384,6 +368,118 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
         if os.access(path.parent, os.W_OK):
             raise
     return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30.0)
+
+
+def _lock_folder(folder: Path) -> int | None:
+    """Hold ``folder`` for one writer: an exclusive ``flock`` on the folder itself, kept
+    until the returned descriptor is closed (by ``ResultStore.close``, else at the end of
+    the process, however it ends). A folder a live run holds is a StoreError; a file system
+    without locks gives None (no lock; units are still stored once each, see ``write``)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if isinstance(err, BlockingIOError):
+            raise StoreError(
+                f"{folder} is in use: another run is writing to it now; wait for that run "
+                "to end, or choose another --out"
+            ) from None
+        return None
+    return fd
+
+
+def _open_checked(
+    folder: Path, path: Path, spec: TournamentSpec, unit_markets: int, extend: bool
+) -> sqlite3.Connection:
+    """The database of a locked run folder, open for writing ``spec`` cut into units of
+    ``unit_markets``. What it holds is checked first, by a look that writes nothing: a
+    folder refused (StoreError) is left exactly as it was."""
+    spec_json = json.dumps(spec.to_dict(), sort_keys=True)
+    try:
+        stored = _stored_meta(path)
+    except sqlite3.Error as err:
+        raise StoreError(f"{path}: cannot use this results database ({err})") from None
+    # Compared as specs, not as text: a folder stored before a rename of the spec's
+    # tables holds the same spec in other words.
+    old = _stored_spec(stored.get("spec"))
+    grow = extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
+    if "spec" in stored and not grow and (old is None or old.to_dict() != spec.to_dict()):
+        before = old.to_dict() if old is not None else json.loads(stored["spec"])
+        diff = _spec_diff(before, spec.to_dict())
+        raise StoreError(
+            f"{folder} holds results of a different spec ({diff}); "
+            "rerun with the same spec, seed and --markets, or choose another --out"
+        )
+    if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
+        raise StoreError(
+            f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
+            f"not {unit_markets}; resume with the same unit size"
+        )
+    try:
+        conn = _connect(path)
+    except sqlite3.Error as err:
+        raise StoreError(f"{path}: cannot use this results database ({err})") from None
+    try:
+        if grow:
+            _add_matches(conn, spec, spec_json)
+        # spec.json first: a run killed after the commit below still has it.
+        try:
+            (folder / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
+        except OSError as err:
+            raise StoreError(f"{folder}: cannot write spec.json ({_reason(err)})") from None
+        if "spec" not in stored:
+            _add_run(conn, spec, spec_json, unit_markets)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _stored_meta(path: Path) -> dict[str, str]:
+    """The meta table of a run's database ({} for none yet), read without writing to the
+    file or its folder; a database of another version of this tool is a StoreError."""
+    if not path.exists():
+        return {}
+    # With no log beside it, the file alone holds every commit (and no writer is at work:
+    # the caller holds the folder); opening it as immutable leaves no empty -wal, -shm.
+    logs = any(path.with_name(path.name + end).exists() for end in ("-wal", "-journal"))
+    if logs:
+        conn = _open_read_only(path)
+    else:
+        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        _check_columns(conn, path)
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+            return {}
+        return dict(conn.execute("SELECT key, value FROM meta"))
+    finally:
+        conn.close()
+
+
+def _add_run(
+    conn: sqlite3.Connection, spec: TournamentSpec, spec_json: str, unit_markets: int
+) -> None:
+    """A new run's matches and meta, in one transaction."""
+    with conn:
+        conn.executemany(
+            "INSERT INTO matches (match, match_id, seller, buyer, disclosure, config) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (k, m.match_id, m.seller, m.buyer, m.disclosure, m.config)
+                for k, m in enumerate(spec.matches())
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [
+                ("spec", spec_json),
+                ("seed", str(spec.seed)),
+                ("unit_markets", str(unit_markets)),
+                ("versions", json.dumps(package_versions(), sort_keys=True)),
+                ("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+            ],
+        )
 
 
 def _stored_spec(text: str | None) -> TournamentSpec | None:

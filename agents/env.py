@@ -13,6 +13,9 @@ Gymnasium/PettingZoo adapters all run on these two classes. The contract:
   starts a fresh market at once and ``obs`` already shows the new market (same-step
   reset), so no row idles; a stateful learner calls its ``restart(done)``. Without,
   the row stays ended, its actions are ignored and its rewards are 0 until ``reset``.
+  In a ``BuyerEnv``, a market that ends on the seller's message that asks another
+  market restarts at the start of the next step (the engine restarts between turns, not
+  while answers are pending); its row asks nothing meanwhile.
 * ``SellerEnv.send(action)`` / ``finish(answer)``: the two halves of ``step`` (the seller's
   messages; the asked buyers' answers), for an adapter whose buyers answer from outside
   (the PettingZoo game); ``restart(rows)``: fresh markets in those rows now, for an
@@ -22,6 +25,9 @@ Gymnasium/PettingZoo adapters all run on these two classes. The contract:
   ``buyer_surplus``, ``w_star``, ``capture``, ``efficiency``, ``trades``,
   ``turns_used``, ``seller_violations``, ``buyer_violations`` and ``return`` (the
   learner's rewards summed over the market: the seller's, or the sum over its buyers).
+  ``BuyerEnv``'s first step also brings the markets that ended in ``reset``, on seller
+  messages that asked nobody (their rows are not marked done: the learner never played
+  them).
 
 Rewards are ``arena.rewards``'s, paid turn by turn so that a market's rewards sum to
 its episode reward: the seller gets ``(profit gained) / W*_T - penalty * violations``;
@@ -379,7 +385,9 @@ class BuyerEnv(_MarketEnv):
     ``needs_answer`` False wait for no answer (their market ended, or the seller's
     message asked nothing) and their actions are ignored. Between two answers the seller
     may send messages that ask nothing (invalid ones, or offers that meet a standing bid
-    and trade at once); ``step`` plays them, so every step asks at least one market.
+    and trade at once); ``step`` plays them, so every step asks at least one market,
+    unless every market ended on such messages during the step (with autoreset, a seller
+    that never asks): then the observation asks nobody.
     """
 
     def __init__(
@@ -405,20 +413,28 @@ class BuyerEnv(_MarketEnv):
         return kinds, wish
 
     def reset(self, seed: int | None = None) -> BuyerObs:
+        """B fresh markets, played until the seller's messages ask some buyer. Markets
+        that end before that (messages that ask nobody) are recorded in the first
+        ``step``'s ``info["episodes"]``; their rows are not marked done there (the learner
+        never played them)."""
         self._fresh(seed)
         self._surplus = np.zeros(self.engine.values.shape[:2])
-        self._reported = np.zeros(self.batch_size, bool)
+        self._reported = np.zeros(self.batch_size, bool)  # ended and recorded, not restarted
+        self._records: list[dict[str, np.ndarray]] = []  # episodes for the next step's info
         self._begin_step()
-        obs, _ = self._seller_turns()
-        return obs
+        return self._seller_turns()
 
     def step(self, action: BuyerAction) -> Step:
         e = self.engine
         self._begin_step()
         if e.pending.any():
             e.answer(action.decision, action.product, action.price, action.malformed, action.texts)
-        obs, info = self._seller_turns()
+        obs = self._seller_turns()
         self._collect()
+        info: dict[str, Any] = {}
+        if self._records:
+            parts, self._records = self._records, []
+            info["episodes"] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         return Step(obs, self._reward if self.rewards else None, self._ended, info)
 
     def _begin_step(self) -> None:
@@ -434,33 +450,41 @@ class BuyerEnv(_MarketEnv):
             self._returns += gained.sum(axis=1)
         self._surplus = now
 
-    def _seller_turns(self) -> tuple[BuyerObs, dict[str, Any]]:
-        """Seller messages until some market waits for an answer (or, without autoreset,
-        every market has ended). Markets that end on the way are recorded and, with
-        autoreset, restarted; one that ends on the last message is recorded next step."""
+    def _record(self) -> None:
+        """Record the markets that have ended since the last look: their rewards, their
+        episode records (kept for the step's ``info``) and ``done``."""
+        ended = self.engine.done & ~self._reported
+        if ended.any():
+            self._collect()
+            self._records.append(self._episodes(ended))
+            self._ended |= ended
+            self._reported |= ended
+
+    def _seller_turns(self) -> BuyerObs:
+        """Seller messages until some market waits for an answer. Markets that end on the
+        way, on the message that asks another market too, are recorded at once. With
+        autoreset they restart before the seller's next message: the engine restarts
+        between turns, not while answers are pending, so a market that ended on the
+        message asking another restarts at the start of the next step (its row asks
+        nothing meanwhile). The observation asks nobody when every market has ended
+        (without autoreset) or, with autoreset, when every market has ended on messages
+        that asked nobody since the call began (a seller that never asks)."""
         e = self.engine
-        parts = []
+        self._record()  # markets the answers ended
+        idle = np.zeros(self.batch_size, bool)  # ended on messages that asked nobody
         while True:
-            ended = e.done & ~self._reported
-            if ended.any():
-                self._collect()
-                parts.append(self._episodes(ended))
-                self._ended |= ended
-                if self.autoreset:
-                    self._restart(ended)
-                    self._surplus[ended] = 0.0
-                else:
-                    self._reported |= ended
-            if e.all_done:
-                obs = e.buyer_observation()  # asks nobody
-                break
+            if self.autoreset and e.done.any():
+                rows = e.done.copy()  # all recorded
+                self._restart(rows)
+                self._surplus[rows] = 0.0
+                self._reported[rows] = False
+            if e.all_done or idle.all():
+                return e.buyer_observation()  # asks nobody
             obs = self._offer()
+            self._record()
             if obs is not None:
-                break
-        info: dict[str, Any] = {}
-        if parts:
-            info["episodes"] = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        return obs, info
+                return obs
+            idle |= e.done
 
     def _offer(self) -> BuyerObs | None:
         e = self.engine

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from agents import registry
+from agents.base import BuyerAction, SellerAction, SellerPolicy
 from agents.env import BuyerEnv, SellerEnv, split_rows
 from agents.rollout import play_batch
 from agents.scripted.buyers import Haggler, Truthful
@@ -152,6 +153,113 @@ def test_buyer_env_without_autoreset_ends_with_nobody_asked():
             break
     assert env.engine.all_done and not obs.needs_answer.any() and np.all(ends == 1)
     assert env.engine.is_agent.all()  # the learner plays agent buyers by default
+
+
+class _Scripted(SellerPolicy):
+    """Talks to buyer 0 (no offer: it asks and nothing trades); where ``mute(calls, obs)``
+    holds, writes to a buyer the market lacks (asks nobody); where ``sell(obs)`` holds,
+    offers buyer 0 product 0 at the lowest price. More than ``limit`` messages fail the
+    test, so an environment that would play on forever fails fast."""
+
+    def __init__(self, mute=None, sell=None, limit=200):
+        self.mute, self.sell, self.limit, self.calls = mute, sell, limit, 0
+
+    def act(self, obs):
+        self.calls += 1
+        assert self.calls <= self.limit, "the environment kept asking the seller for messages"
+        b, n = obs.active.shape
+        mute = self.mute(self.calls, obs) if self.mute else np.zeros(b, bool)
+        sell = self.sell(obs) if self.sell else np.zeros(b, bool)
+        return SellerAction(
+            to=np.where(mute, n, 0),
+            product=np.where(sell, 0, -1),
+            price=np.full(b, obs.price_range[0]),
+        )
+
+
+def _answer(b, decision=0, price=0.0):
+    """The same answer in every row (reject, or a counter on product 0 at ``price``)."""
+    return BuyerAction(
+        decision=np.full(b, decision), product=np.zeros(b, np.int64), price=np.full(b, price)
+    )
+
+
+@pytest.mark.parametrize("autoreset", [True, False])
+def test_buyer_env_records_the_markets_that_end_before_any_buyer_is_asked(autoreset):
+    # The first T messages ask nobody: the first markets end in reset, unplayed.
+    seller = _Scripted(mute=lambda calls, obs: np.full(obs.batch_size, calls <= CFG.turns))
+    env = BuyerEnv(CFG, seller, 3, seed=0, autoreset=autoreset)
+    env.reset()
+    step = env.step(_answer(3))
+    assert step.obs.needs_answer.all() == autoreset  # the next markets ask
+    ep = step.info["episodes"]  # the first step brings them
+    np.testing.assert_array_equal(ep["index"], [0, 1, 2])
+    np.testing.assert_array_equal(ep["rows"], [0, 1, 2])
+    np.testing.assert_array_equal(ep["turns_used"], CFG.turns)
+    np.testing.assert_array_equal(ep["seller_violations"], CFG.turns)
+    assert not step.done.any()  # the learner never played them
+    assert "episodes" not in env.step(_answer(3)).info  # delivered once
+
+
+@pytest.mark.parametrize("autoreset", [True, False])
+def test_buyer_env_reports_a_market_ended_by_a_message_asking_nobody_in_that_step(autoreset):
+    # Row 0's last message asks nobody and ends it while row 1 is asked (both markets
+    # last T turns): row 0 is done in that step, not the next.
+    t = CFG.turns
+    seller = _Scripted(mute=lambda calls, obs: (np.arange(2) == 0) & (obs.turn == t - 1))
+    env = BuyerEnv(CFG, seller, 2, seed=0, autoreset=autoreset)
+    env.reset()
+    steps = [env.step(_answer(2)) for _ in range(t)]  # reset sent message 1, step k k + 1
+    np.testing.assert_array_equal(steps[t - 2].done, [True, False])
+    np.testing.assert_array_equal(steps[t - 2].info["episodes"]["rows"], [0])
+    np.testing.assert_array_equal(steps[t - 2].obs.needs_answer, [False, True])
+    np.testing.assert_array_equal(steps[t - 1].done, [False, True])
+    np.testing.assert_array_equal(steps[t - 1].info["episodes"]["rows"], [1])
+    assert all(not s.done.any() for s in steps[: t - 2])
+    obs = steps[t - 1].obs
+    if autoreset:  # both rows play new markets (row 0 restarted between turns), asked
+        np.testing.assert_array_equal(env.engine.batch.indices, [2, 3])
+        np.testing.assert_array_equal(obs.needs_answer, [True, True])
+        np.testing.assert_array_equal(obs.turn, [1, 1])
+    else:
+        assert env.engine.all_done and not obs.needs_answer.any()
+
+
+def test_buyer_env_pays_and_reports_an_instant_trade_that_ends_a_market_in_one_step():
+    # One unit on sale: row 0's buyer 0 bids, the seller's next message meets the bid and
+    # the trade ends the market while row 1 is asked.
+    cfg = MarketConfig(buyers=2, products=1, inventory=1, turns=6)
+    seller = _Scripted(sell=lambda obs: (np.arange(2) == 0) & (obs.turn == 1))
+    env = BuyerEnv(cfg, seller, 2, seed=0)
+    env.reset()
+    first = env.step(_answer(2, decision=2, price=cfg.price_range[1]))  # counter: a bid
+    value = env.engine.values[0, 0, 0]
+    paid = (value - cfg.price_range[0]) / cfg.width
+    np.testing.assert_array_equal(first.done, [True, False])
+    np.testing.assert_allclose(first.reward, [[paid, 0.0], [0.0, 0.0]])
+    ep = first.info["episodes"]
+    np.testing.assert_array_equal(ep["trades"], [1.0])
+    np.testing.assert_allclose(ep["return"], [paid])
+    assert not first.obs.needs_answer[0] and first.obs.needs_answer[1]
+    second = env.step(_answer(2))  # row 0 restarts before the seller's next message
+    assert not second.done.any() and not second.reward.any()
+    np.testing.assert_array_equal(env.engine.batch.indices, [2, 1])
+    np.testing.assert_array_equal(second.obs.needs_answer, [True, True])
+    np.testing.assert_array_equal(second.obs.turn, [1, 3])
+
+
+def test_buyer_env_with_a_seller_that_never_asks_ends_its_steps():
+    seller = _Scripted(mute=lambda calls, obs: np.ones(obs.batch_size, bool), limit=10 * CFG.turns)
+    env = BuyerEnv(CFG, seller, 2, seed=0)
+    obs = env.reset()
+    assert not obs.needs_answer.any() and seller.calls == CFG.turns
+    step = env.step(_answer(2))
+    assert step.done.all() and not step.obs.needs_answer.any()
+    assert seller.calls == 2 * CFG.turns
+    ep = step.info["episodes"]  # reset's markets, then the step's
+    np.testing.assert_array_equal(ep["index"], [0, 1, 2, 3])
+    np.testing.assert_array_equal(ep["turns_used"], CFG.turns)
+    np.testing.assert_array_equal(ep["return"], 0.0)
 
 
 def test_buyer_env_disclosure_choice_reaches_the_seller():

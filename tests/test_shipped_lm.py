@@ -45,14 +45,15 @@ def test_lm_seller_is_registered_hosted_and_reproducible_from_its_config():
     assert (seller.analyst, seller.max_prompt_tokens, seller.temperature) == (3, 96, 0.0)
 
 
-def test_lm_seller_plays_retail_markets_without_violations():
+def test_lm_seller_plays_retail_markets_within_its_violation_target():
     seller = registry.make("lm_seller", "seller", seed=0)
     buyers = registry.make_buyers("truthful", seed=0)
-    metrics = play_markets(RETAIL, 0, range(16), seller, buyers, chunk=16)
-    assert np.all(metrics["seller_violations"] == 0)
-    greedy = play_markets(RETAIL, 0, range(16), registry.make("greedy_matcher", "seller"),
+    metrics = play_markets(RETAIL, 0, range(64), seller, buyers, chunk=16)
+    # The README's target: at most one invalid message in a hundred.
+    assert metrics["seller_violations"].sum() <= 0.01 * metrics["turns_used"].sum()
+    greedy = play_markets(RETAIL, 0, range(64), registry.make("greedy_matcher", "seller"),
                           registry.make_buyers("truthful", seed=0), chunk=16)  # fmt: skip
-    # Its teacher's level on the same markets (0.99x over 1,000 in the README).
+    # Its teacher's level on the same markets (0.98x over 1,000 in the README).
     assert metrics["profit"].mean() > 0.8 * greedy["profit"].mean()
 
 

@@ -251,3 +251,27 @@ def test_grpo_weighs_tokens_by_the_distribution_they_were_sampled_from(tmp_path)
         torch.testing.assert_close(got, w, rtol=1e-4, atol=1e-7)
     pairs = zip(want, at_one, strict=True)
     assert any(not torch.allclose(w, o, rtol=1e-3, atol=1e-6) for w, o in pairs)
+
+
+def test_the_cosine_warm_start_schedule_falls_from_lr_to_zero(tmp_path, monkeypatch):
+    import dataclasses
+
+    from agents.lm.train import sft_rate
+
+    rates = []
+
+    def record(model, opt, examples, cfg, pad, device):
+        rates.append(opt.param_groups[0]["lr"])
+        return 1.0
+
+    monkeypatch.setattr(lm_train, "_sft_step", record)
+    sft = dataclasses.replace(TINY.sft, schedule="cosine")
+    cfg = dataclasses.replace(TINY, sft=sft, grpo=dataclasses.replace(TINY.grpo, steps=0))
+    lm_train.train(cfg, tmp_path / "run", progress=False)
+    assert len(rates) > 2 and rates[0] == sft.lr and rates[-1] == pytest.approx(0.0, abs=1e-12)
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+    # Set from the step alone (what a resumed run relies on); "constant" keeps lr.
+    assert rates == [sft_rate(sft, k, len(rates)) for k in range(len(rates))]
+    assert sft_rate(TINY.sft, 5, 10) == TINY.sft.lr
+    with pytest.raises(ValueError, match="sft.schedule"):
+        dataclasses.replace(TINY, sft=dataclasses.replace(sft, schedule="linear"))

@@ -43,7 +43,7 @@ Config (TOML; every key optional; ``LMTrainConfig`` documents each field)::
     [train]                 # policy, side, seed, base_model, buyers, teacher, threads, ...
     [model]                 # the tiny default (TinyModelConfig)
     [market]                # a MarketConfig table, or  market = "path/to/file.toml"
-    [sft]                   # markets, epochs, batch, lr
+    [sft]                   # markets, epochs, batch, lr, schedule
     [grpo]                  # steps, group_size, groups, lr, kl, format_weight, ...
 
     python -m agents.lm.train CONFIG.toml --out DIR [--resume] [--device cuda]
@@ -55,6 +55,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import math
 import shutil
 import time
 import tomllib
@@ -92,6 +93,19 @@ class SFTConfig:
     """Examples per optimizer step."""
     lr: float = 3e-3
     """Adam learning rate."""
+    schedule: str = "constant"
+    """``constant``: ``lr`` throughout; ``cosine``: from ``lr`` down to 0 over the stage's
+    steps (half a cosine), set from the step alone, so a resumed run follows it."""
+
+
+SFT_SCHEDULES = ("constant", "cosine")
+
+
+def sft_rate(sft: SFTConfig, step: int, steps: int) -> float:
+    """The warm start's learning rate at ``step`` of ``steps``."""
+    if sft.schedule == "constant" or steps <= 1:
+        return sft.lr
+    return 0.5 * sft.lr * (1.0 + math.cos(math.pi * step / (steps - 1)))
 
 
 @dataclass(frozen=True)
@@ -177,6 +191,7 @@ class LMTrainConfig:
             (self.grpo.kl >= 0 and self.grpo.format_weight >= 0, "grpo.kl, format_weight >= 0"),
             (self.grpo.penalty >= 0 and self.grpo.pool >= 0, "grpo.penalty and pool >= 0"),
             (self.grpo.temperature > 0, "grpo.temperature > 0"),
+            (self.sft.schedule in SFT_SCHEDULES, f"sft.schedule in {SFT_SCHEDULES}"),
         ]
         for ok, what in numbers:
             if not ok:
@@ -617,6 +632,8 @@ def train(
             epoch, k = divmod(step, per_epoch)
             order = np.random.default_rng([cfg.seed, epoch]).permutation(len(examples))
             chunk = [examples[i] for i in order[k * cfg.sft.batch : (k + 1) * cfg.sft.batch]]
+            for group in opt.param_groups:
+                group["lr"] = sft_rate(cfg.sft, step, sft_steps)
             loss = _sft_step(model, opt, chunk, cfg, pad, device)
             curve.add(stage="sft", step=step, loss=loss, wall_s=time.perf_counter() - t0)
             _checkpoint(out, model, tokenizer, opt, "sft", step + 1, {})

@@ -11,7 +11,8 @@ One file, top to bottom (``train``):
    move written as a message (its THINK names the analyst's rank of the move, or says
    it is the teacher's own). The model learns to write those messages: cross-entropy on
    the completion tokens and the end-of-text token, ``sft.epochs`` passes in seeded
-   order. Saved as ``OUT/sft``.
+   order, the learning rate ``sft.lr`` throughout or on a half cosine to 0
+   (``sft.schedule``). Saved as ``OUT/sft``.
 3. **Stage two, GRPO.** Each step draws ``grpo.groups`` fresh market instances and plays
    every one ``grpo.group_size`` times (G complete episodes of the same market, the
    model sampling with a different salt per member). An episode's reward is the

@@ -163,3 +163,39 @@ def test_a_refused_resume_leaves_the_run_folder_as_it_was(
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     finally:
         conn.close()
+
+
+# A run killed in the middle of a transaction on its (rollback-journal) database: the
+# transaction's pages spill to the file, the journal stays behind, hot.
+KILLED_IN_A_TRANSACTION = """
+import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("CREATE TABLE filler (x BLOB)")
+for _ in range(200):
+    conn.execute("INSERT INTO filler VALUES (randomblob(4000))")
+conn.execute("DELETE FROM units")
+os._exit(0)
+"""
+
+
+def test_a_run_killed_with_a_hot_journal_resumes_from_its_last_commit(tmp_path, spec_path):
+    folder = tmp_path / "run"
+    spec = load_spec(spec_path)
+    run_tournament(spec, folder, use_ray=False, unit_markets=25, progress=False)
+    done = ResultStore.open(folder).counts()
+    assert done[1] > 0
+    subprocess.run(
+        [sys.executable, "-c", KILLED_IN_A_TRANSACTION, str(folder / DB_NAME)], check=True
+    )
+    journal = folder / f"{DB_NAME}-journal"
+    assert journal.exists() and journal.stat().st_size > 0  # hot: the test's premise
+    store = ResultStore.create_or_resume(folder, spec, 25)  # not "cannot use" it
+    try:
+        assert store.counts() == done
+        assert not store.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'filler'"
+        ).fetchone()
+    finally:
+        store.close()

@@ -443,8 +443,13 @@ def _stored_meta(path: Path) -> dict[str, str]:
         return {}
     # With no log beside it, the file alone holds every commit (and no writer is at work:
     # the caller holds the folder); opening it as immutable leaves no empty -wal, -shm.
-    logs = any(path.with_name(path.name + end).exists() for end in ("-wal", "-journal"))
-    if logs:
+    # A rollback journal left by a killed run (killed in a transaction, or while its
+    # journal mode switched) must be rolled back before anything can be read, which a
+    # read-only connection cannot do: that one case opens for writing (no pragmas), and
+    # the rollback restores the last committed state, the one a resume continues from.
+    if path.with_name(path.name + "-journal").exists():
+        conn = sqlite3.connect(path, timeout=30.0)
+    elif path.with_name(path.name + "-wal").exists():
         conn = _open_read_only(path)
     else:
         conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)

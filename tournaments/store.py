@@ -29,7 +29,9 @@ where the file system has no locks.
 
 Opening checks before it changes: a folder whose database holds another spec or unit
 size is refused after a look at it that writes nothing (the database keeps its bytes,
-its journal mode, and gains no -wal or -shm file).
+its journal mode, and gains no -wal or -shm file). The one exception: a rollback journal
+left by a run killed mid-transaction is rolled back first (nothing can be read before),
+which restores the database's last committed state.
 
 Length: about 560 lines for one class and its helpers: opening (new, resumed, grown or
 read-only folders, each refusal with its own message), writing, reading and exporting one
@@ -367,6 +369,12 @@ def _open_read_only(path: Path) -> sqlite3.Connection:
         conn.close()
         if os.access(path.parent, os.W_OK):
             raise
+    return _open_immutable(path)
+
+
+def _open_immutable(path: Path) -> sqlite3.Connection:
+    """The file as it stands, read with no lock and no -wal or -shm beside it: only for a
+    database that no writer can change meanwhile."""
     return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30.0)
 
 
@@ -452,7 +460,7 @@ def _stored_meta(path: Path) -> dict[str, str]:
     elif path.with_name(path.name + "-wal").exists():
         conn = _open_read_only(path)
     else:
-        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        conn = _open_immutable(path)
     try:
         _check_columns(conn, path)
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:

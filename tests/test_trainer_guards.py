@@ -9,6 +9,7 @@ import json
 import math
 
 import matplotlib
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -73,6 +74,28 @@ def test_a_non_finite_loss_stops_before_the_weights_take_it(tmp_path):
     optimizer = torch.optim.Adam(policy.net.parameters(), lr=1e-3)
     with pytest.raises(TrainError, match="loss is nan"):
         ppo_update(policy, optimizer, data, cfg, 0.01, torch.Generator().manual_seed(0))
+    for k, v in policy.net.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_a_buyer_rollout_against_a_seller_that_asks_nobody_reads_its_markets():
+    """Every market ends inside the environment's reset (T messages that ask nobody): the
+    rollout still takes its first step, which reports them, and the update on a rollout
+    without a decision changes nothing."""
+    from tests.test_env import _Scripted
+
+    cfg = _tiny("buyer")
+    policy = start_policy(cfg)
+    mute = _Scripted(mute=lambda calls, obs: np.ones(obs.batch_size, bool), limit=10**6)
+    rollout = buyer_rollout(policy, SMALL, [mute], [1.0], cfg, 3)
+    assert rollout.stats["episodes"] == cfg.batch_size
+    assert rollout.stats["decisions"] == 0.0
+    assert rollout.stats["seller_violation_rate"] == 1.0
+    assert rollout.data["adv"].shape == (0,)
+    before = {k: v.clone() for k, v in policy.net.state_dict().items()}
+    optimizer = torch.optim.Adam(policy.net.parameters(), lr=1e-3)
+    upd = ppo_update(policy, optimizer, rollout.data, cfg, 0.01, torch.Generator().manual_seed(0))
+    assert math.isnan(upd["policy_loss"])
     for k, v in policy.net.state_dict().items():
         assert torch.equal(v, before[k]), k
 

@@ -274,10 +274,9 @@ def buyer_rollout(
     cols: dict[str, list] = {k: [] for k in keys}
     episodes = []
     # Each step spends a seller turn in every market still open, so T steps end them all;
-    # the loop's bound only guards that.
+    # the loop's bound only guards that. The first step is always taken: markets that
+    # ended inside reset (messages that asked nobody) are reported in its info.
     for _ in range(2 * market.turns + 2):
-        if env.engine.all_done:
-            break
         d = policy.decide(obs, sample=True)
         step = env.step(d.action)
         for k, a in (
@@ -298,6 +297,8 @@ def buyer_rollout(
         if "episodes" in step.info:
             episodes.append(step.info["episodes"])
         obs = step.obs
+        if env.engine.all_done:
+            break
     else:
         raise RuntimeError("buyer_rollout: the markets did not end within 2T + 2 steps")
     to_go = returns_to_go(np.stack(cols["reward"]), cfg.team_return)  # (S, B, N)
@@ -616,7 +617,8 @@ def ppo_update(
                 stats["entropy"].append(float(ent.mean()))
                 stats["approx_kl"].append(float(((ratio - 1) - log_ratio).mean()))
                 stats["clipfrac"].append(float(((ratio - 1).abs() > cfg.clip).float().mean()))
-    out = {k: float(np.mean(v)) for k, v in stats.items()}
+    # A rollout without a decision (a seller that asked nobody) updates nothing: NaN.
+    out = {k: float(np.mean(v)) if v else math.nan for k, v in stats.items()}
     if "disc_x" in data:
         out.update(_disclosure_update(policy, optimizer, data, cfg, ent_coef, g))
     return out
@@ -625,7 +627,9 @@ def ppo_update(
 def _minibatches(n: int, k: int, g: torch.Generator) -> list[torch.Tensor]:
     """A random split of ``n`` samples into ``k`` minibatches (fewer where ``n < k``), a
     last one of a single sample merged into the one before: one sample has no spread to
-    normalise its advantage by."""
+    normalise its advantage by. None for no samples."""
+    if n == 0:
+        return []
     parts = list(torch.randperm(n, generator=g).chunk(k))
     if len(parts) > 1 and parts[-1].numel() < 2:
         parts[-2:] = [torch.cat(parts[-2:])]

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from agents import registry
+from agents.command import nonneg_int, pos_int, run_guarded
 from agents.evaluate import mean_ci, play_markets
 from agents.lm.policy import POLICY_FILE, LMSeller, from_directory
 from arena.config import MarketConfig
@@ -33,6 +34,8 @@ def load_market(spec: str) -> MarketConfig:
     path, _, name = spec.partition(":")
     data = tomllib.loads(Path(path).read_text())
     if not name:
+        if "market" not in data:
+            raise ValueError(f"{path}: no [market] table (or name a spec's config: FILE:NAME)")
         return MarketConfig.from_dict(data["market"])
     tables = data.get("configs", data.get("markets", {}))  # [markets.NAME]: older specs
     if name not in tables:
@@ -95,17 +98,26 @@ def evaluate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Evaluate a language-model seller (paired).")
-    p.add_argument("--model", required=True)
+    p = argparse.ArgumentParser(
+        description="Evaluate a language-model seller against its teacher on the same "
+        "markets (paired), greedily unless --temperature says otherwise."
+    )
+    p.add_argument("--model", required=True, help="the trained model's directory")
     p.add_argument("--warm", help="the warm-started model to compare with")
-    p.add_argument("--market", default="tournaments/specs/default.toml:retail")
-    p.add_argument("--buyers", default="truthful")
-    p.add_argument("--markets", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--teacher", default="greedy_matcher")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--market",
+        default="tournaments/specs/default.toml:retail",
+        help="SPEC.toml:CONFIG, or a TOML file with a [market] table",
+    )
+    p.add_argument("--buyers", default="truthful", help="buyer entry or population")
+    p.add_argument("--markets", type=pos_int, default=1000, help="number of markets")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="root seed of the markets")
+    p.add_argument("--teacher", default="greedy_matcher", help="seller entry to compare with")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
+    p.add_argument(
+        "--threads", type=nonneg_int, default=1, help="torch threads (0: leave torch's own)"
+    )
     args = p.parse_args(argv)
     if args.threads > 0:
         import torch
@@ -127,4 +139,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_guarded("agents.lm.evaluate", main))

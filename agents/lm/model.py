@@ -35,6 +35,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from agents.command import nonneg_int, run_guarded
 from agents.lm.prompts import CUE
 from agents.rollout import play_batch
 from arena.config import MarketConfig
@@ -188,7 +189,7 @@ def load(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, PreTra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the tiny default language model.")
     parser.add_argument("--out", required=True, help="directory to write the model into")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=nonneg_int, default=0, help="seed of the weights")
     args = parser.parse_args(argv)
     path = build_tiny(args.out, TinyModelConfig(seed=args.seed))
     print(f"built {path}")
@@ -196,4 +197,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_guarded("agents.lm.model", main))

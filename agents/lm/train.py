@@ -69,6 +69,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from agents import registry
+from agents.command import run_guarded
 from agents.env import SellerEnv
 from agents.lm.analyst import Analyst, NarratedTeacher
 from agents.lm.model import TinyModelConfig, build_tiny, load
@@ -688,8 +689,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train a language-model seller.")
     parser.add_argument("config", help="training config (TOML)")
     parser.add_argument("--out", required=True, help="run folder")
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the run folder from its last checkpoint"
+    )
+    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, ...)")
     args = parser.parse_args(argv)
     path = train(args.config, args.out, resume=args.resume, device=args.device)
     print(f"trained model: {path}")
@@ -697,4 +700,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_guarded("agents.lm.train", main))

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 
+from agents.command import is_user_error, one_line
 from tournaments.cli import bench, check, compare, league, market, tournament, train
 from tournaments.cli.common import CliError, Parser
 
@@ -32,15 +32,6 @@ def build_parser() -> argparse.ArgumentParser:
     for group in GROUPS:
         group.add_commands(sub)
     return ap
-
-
-def _user_error(err: BaseException) -> bool:
-    """Errors that are the user's input (or a run that cannot go on), not a bug."""
-    if isinstance(err, CliError | ValueError | OSError | sqlite3.Error | RuntimeError):
-        return True
-    # The registry is imported only by commands that build policies.
-    registry = sys.modules.get("agents.registry")
-    return registry is not None and isinstance(err, registry.UnknownEntry)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,21 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         print("arena: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        if not _user_error(err):
+        if not (isinstance(err, CliError) or is_user_error(err)):
             raise
         # A run that cannot go on (TournamentError) is a RuntimeError; results are kept.
-        print(f"arena: error: {_one_line(err)}", file=sys.stderr)
+        print(f"arena: error: {one_line(err)}", file=sys.stderr)
         return 2
-
-
-def _one_line(err: BaseException) -> str:
-    """The error as one line; an OSError as "FILE: reason" (not "[Errno 30] ...")."""
-    if isinstance(err, OSError) and err.strerror:
-        text = f"{err.filename}: {err.strerror.lower()}" if err.filename else err.strerror
-    else:
-        text = str(err) or type(err).__name__
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return "; ".join(lines) if lines else type(err).__name__
 
 
 __all__ = ["CliError", "GROUPS", "build_parser", "main"]

@@ -6,6 +6,7 @@ import argparse
 import math
 from collections.abc import Iterable
 
+from agents.command import nonneg_int, pos_int  # noqa: F401 - the commands' flag types
 from tournaments.text import plural  # noqa: F401 - the commands count in words
 
 
@@ -43,21 +44,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"arena: error: {message} (see: {self.prog} --help)\n")
 
 
-def pos_int(text: str) -> int:
-    """A positive integer flag; 0 and -5 get the same message."""
-    value = _int(text)
-    if value is None or value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def nonneg_int(text: str) -> int:
-    value = _int(text)
-    if value is None or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
 def at_most(limit: int, what: str):
     """A positive integer flag of at most ``limit`` (the message names the limit)."""
 
@@ -79,13 +65,6 @@ def pos_float(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
 def number(x: float, digits: int = 2) -> str:

@@ -1,0 +1,66 @@
+"""What the project's commands share for bad input: one ``PROG: error: ...`` line and
+exit code 2 instead of a traceback (``arena`` and the ``python -m agents.lm.*`` modules
+alike)."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Callable
+
+
+def one_line(err: BaseException) -> str:
+    """The error as one line; an OSError as "FILE: reason" (not "[Errno 30] ...")."""
+    if isinstance(err, OSError) and err.strerror:
+        text = f"{err.filename}: {err.strerror.lower()}" if err.filename else err.strerror
+    else:
+        text = str(err) or type(err).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines) if lines else type(err).__name__
+
+
+def is_user_error(err: BaseException) -> bool:
+    """Errors that are the user's input (or a run that cannot go on), not a bug."""
+    if isinstance(err, ValueError | OSError | sqlite3.Error | RuntimeError):
+        return True
+    # The registry is imported only by commands that build policies.
+    registry = sys.modules.get("agents.registry")
+    return registry is not None and isinstance(err, registry.UnknownEntry)
+
+
+def run_guarded(prog: str, body: Callable[[], int]) -> int:
+    """``body()``, with a user error printed as one ``PROG: error: ...`` line (exit code
+    2) and an interrupt as ``PROG: interrupted`` (130); a bug still raises."""
+    try:
+        return body()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if not is_user_error(err):
+            raise
+        print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+        return 2
+
+
+def pos_int(text: str) -> int:
+    """A positive integer flag; 0 and -5 get the same message."""
+    value = _int(text)
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def nonneg_int(text: str) -> int:
+    value = _int(text)
+    if value is None or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None

@@ -1,0 +1,82 @@
+"""The language-model modules' command lines (``python -m agents.lm.evaluate``,
+``agents.lm.train``, ``agents.lm.model``): bad input is one ``PROG: error: ...`` line
+and exit code 2, as with ``arena``; a bug still raises."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.command import run_guarded
+from agents.lm import evaluate, model, train
+
+SHIPPED = "agents/lm/checkpoints/lm_seller"
+
+
+def _run(prog, main, argv, capsys):
+    code = run_guarded(prog, lambda: main(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "/nowhere"], "/nowhere: not a model directory"),
+        (["--model", SHIPPED, "--buyers", "nobody"], "unknown buyer entry 'nobody'"),
+        (["--model", SHIPPED, "--market", "/nowhere.toml"], "/nowhere.toml: no such file"),
+        (
+            ["--model", SHIPPED, "--market", "tournaments/specs/default.toml:mall"],
+            "no [configs.mall] table",
+        ),
+        (["--model", SHIPPED, "--market", "tournaments/specs/default.toml"], "no [market] table"),
+        (["--model", SHIPPED, "--teacher", "nobody"], "unknown seller entry 'nobody'"),
+    ],
+)
+def test_evaluate_turns_bad_input_into_one_line(argv, says, capsys):
+    code, err = _run("agents.lm.evaluate", evaluate.main, [*argv, "--markets", "2"], capsys)
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("agents.lm.evaluate: error: ")
+    assert says in err[0]
+
+
+@pytest.mark.parametrize(
+    "flag", [["--markets", "0"], ["--markets", "-3"], ["--seed", "-1"], ["--threads", "x"]]
+)
+def test_evaluate_refuses_impossible_flags_before_loading_anything(flag, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(["--model", "/nowhere", *flag])
+    assert exit_.value.code == 2
+    assert f"argument {flag[0]}" in capsys.readouterr().err
+
+
+def test_train_and_model_turn_bad_input_into_one_line(tmp_path, capsys):
+    code, err = _run(
+        "agents.lm.train", train.main, ["/nowhere.toml", "--out", str(tmp_path)], capsys
+    )
+    assert code == 2 and len(err) == 1 and err[0].startswith("agents.lm.train: error: /nowhere")
+    with pytest.raises(SystemExit) as exit_:
+        model.main(["--out", str(tmp_path), "--seed", "-2"])
+    assert exit_.value.code == 2
+
+
+def test_a_bug_still_raises():
+    def broken() -> int:
+        raise TypeError("a bug")
+
+    with pytest.raises(TypeError, match="a bug"):
+        run_guarded("prog", broken)
+
+
+@pytest.mark.parametrize("module", ["agents.lm.evaluate", "agents.lm.train"])
+def test_the_modules_run_guarded(module, tmp_path):
+    import subprocess
+    import sys
+
+    argv = ["--model", "/nowhere"] if module.endswith("evaluate") else ["/nowhere.toml"]
+    argv += [] if module.endswith("evaluate") else ["--out", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", module, *argv], capture_output=True, text=True, timeout=120
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"{module}: error: ")

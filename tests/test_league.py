@@ -215,6 +215,36 @@ def test_a_killed_league_resumes_to_the_same_numbers_and_grows_by_rounds(league,
     assert state["config"]["init"] == str(out / "round_001" / "buyer")
 
 
+def test_a_league_grows_and_resumes_from_any_working_directory(league, tmp_path, monkeypatch):
+    """A round run with a relative folder stores its newest snapshots relative to the
+    league, and its learners' starts by the absolute folder: the same league, named from
+    another directory, grows by a round (a start spelled from the old directory was no
+    checkpoint there) and a finished round is not refused as another config."""
+    import shutil
+
+    shutil.copytree(league / "run", tmp_path / "a" / "run")
+    path = _config(tmp_path / "a", "lg")
+    monkeypatch.chdir(tmp_path / "a")
+    assert run_league(
+        load_league_config(str(path), rounds=2), "run", use_ray=False, progress=False, log=None
+    ).rounds_run == [2]
+    two = json.loads((tmp_path / "a" / "run" / "round_002" / "round.json").read_text())
+    assert two["newest"] == {"seller": "round_002/seller", "buyer": "round_002/buyer"}
+    state = json.loads(
+        (tmp_path / "a" / "run" / "round_002" / "seller" / "train_state.json").read_text()
+    )
+    assert state["config"]["init"] == str(tmp_path / "a" / "run" / "round_001" / "seller")
+    monkeypatch.chdir(tmp_path)
+    three = run_league(
+        load_league_config(str(path), rounds=3), "a/run", use_ray=False, progress=False, log=None
+    )
+    assert three.rounds_run == [3]
+    state = json.loads(
+        (tmp_path / "a" / "run" / "round_003" / "buyer" / "train_state.json").read_text()
+    )
+    assert state["config"]["init"] == str(tmp_path / "a" / "run" / "round_002" / "buyer")
+
+
 def test_the_league_on_ray_gives_the_same_numbers(league, tmp_path, ray_session):
     cfg = load_league_config(str(_config(tmp_path, "lg")))
     run_league(cfg, tmp_path / "run", workers=2, progress=False, log=None)

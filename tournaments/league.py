@@ -151,9 +151,15 @@ def run_league(
     progress: bool = True,
     log: Callable[[str], None] | None = print,
 ) -> LeagueSummary:
-    """Run (or resume) the league ``cfg`` in folder ``out``, up to ``cfg.rounds`` rounds."""
+    """Run (or resume) the league ``cfg`` in folder ``out``, up to ``cfg.rounds`` rounds.
+
+    The folder is taken as an absolute path: the learners' configs name their starts and
+    opponents through it and a resume compares them, and the rounds store the newest
+    snapshots relative to it, so a league resumes or grows from any working directory and
+    however ``out`` is spelled."""
     t0 = time.perf_counter()
-    league = _League(cfg, Path(out), workers, address, use_ray, progress, log or (lambda _: None))
+    folder = Path(out).resolve()
+    league = _League(cfg, folder, workers, address, use_ray, progress, log or (lambda _: None))
     done = league.run()
     return LeagueSummary(Path(out), done, time.perf_counter() - t0)
 

@@ -64,3 +64,27 @@ def _int(text: str) -> int | None:
         return int(text)
     except ValueError:
         return None
+
+
+def differing_keys(saved: object, now: object, prefix: str = "") -> list[str]:
+    """The dotted keys where two JSON-like values differ (``sft.schedule``, ``opponents``),
+    for an error that says why a run folder was started with another config."""
+    if isinstance(saved, dict) and isinstance(now, dict):
+        out = []
+        for k in sorted(set(saved) | set(now), key=str):
+            key = f"{prefix}{k}"
+            if k not in saved or k not in now:
+                out.append(key)
+            else:
+                out += differing_keys(saved[k], now[k], f"{key}.")
+        return out
+    return [] if saved == now else [prefix.removesuffix(".") or "(the whole config)"]
+
+
+def config_mismatch(folder: object, saved: dict, now: dict, limit: int = 6) -> str:
+    """ "FOLDER was started with another config (it differs in a, b.c, ...)"."""
+    keys = differing_keys(saved, now)
+    shown = ", ".join(keys[:limit]) + (
+        f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    )
+    return f"{folder} was started with another config (it differs in {shown})"

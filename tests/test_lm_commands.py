@@ -80,3 +80,19 @@ def test_the_modules_run_guarded(module, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith(f"{module}: error: ")
+
+
+def test_a_config_mismatch_names_the_keys_that_differ():
+    from agents.command import config_mismatch, differing_keys
+
+    saved = {"seed": 0, "sft": {"lr": 0.003, "epochs": 10}, "opponents": [{"name": "a"}]}
+    now = {"seed": 0, "sft": {"lr": 0.003, "epochs": 10, "schedule": "cosine"}, "opponents": []}
+    assert differing_keys(saved, now) == ["opponents", "sft.schedule"]
+    assert differing_keys(saved, saved) == []
+    assert differing_keys(1, 2) == ["(the whole config)"]
+    many = {f"k{i}": i for i in range(9)}
+    text = config_mismatch("run", many, {k: -1 for k in many})
+    assert (
+        text
+        == "run was started with another config (it differs in k0, k1, k2, k3, k4, k5 and 3 more)"
+    )

@@ -69,7 +69,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from agents import registry
-from agents.command import run_guarded
+from agents.command import config_mismatch, run_guarded
 from agents.env import SellerEnv
 from agents.lm.analyst import Analyst, NarratedTeacher
 from agents.lm.model import TinyModelConfig, build_tiny, load
@@ -588,8 +588,9 @@ def train(
     if saved.exists():
         if not resume:
             raise ValueError(f"{out} already holds a training run; resume it or pick another")
-        if json.loads(saved.read_text()) != json.loads(json.dumps(cfg.to_json())):
-            raise ValueError(f"{out} was started with another config; it cannot resume this one")
+        stored, now = json.loads(saved.read_text()), json.loads(json.dumps(cfg.to_json()))
+        if stored != now:
+            raise ValueError(f"{config_mismatch(out, stored, now)}; it cannot resume this one")
     out.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(cfg.to_json(), indent=2) + "\n")
     torch.set_num_threads(cfg.threads)

@@ -45,6 +45,7 @@ from tqdm import tqdm
 
 from agents import registry
 from agents.base import SellerPolicy
+from agents.command import config_mismatch
 from agents.env import BuyerEnv, SellerEnv
 from agents.evaluate import play_markets
 from agents.rl import checkpoint
@@ -1080,8 +1081,9 @@ def _resumed_policy(cfg: TrainConfig, out: Path):
     if not (out / STATE_JSON).is_file():
         raise TrainError(f"{out}: nothing to resume (no {STATE_JSON})")
     saved = _read_state(out)
-    if saved["config"] != json.loads(json.dumps(cfg.to_dict())):
-        raise TrainError(f"{out}: the run was started with a different config")
+    now = json.loads(json.dumps(cfg.to_dict()))
+    if saved["config"] != now:
+        raise TrainError(config_mismatch(out, saved["config"], now))
     data = checkpoint.read_checkpoint(out)
     if saved.get("weights_sha256", data.weights_sha256) != data.weights_sha256:
         raise TrainError(

@@ -82,7 +82,8 @@ def differing_keys(saved: object, now: object, prefix: str = "") -> list[str]:
 
 
 def config_mismatch(folder: object, saved: dict, now: dict, limit: int = 6) -> str:
-    """ "FOLDER was started with another config (it differs in a, b.c, ...)"."""
+    """The refusal of a resume: FOLDER was started with another config (it differs in
+    a, b.c, ...)."""
     keys = differing_keys(saved, now)
     shown = ", ".join(keys[:limit]) + (
         f" and {len(keys) - limit} more" if len(keys) > limit else ""

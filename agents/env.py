@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AGENT, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.base import AGENT, HUMAN, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import MarketBatch, generate_batch, generate_keyed_batch, replace_rows
@@ -149,6 +149,14 @@ class _MarketEnv:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.config = config
         self.opponents = list(opponents) if isinstance(opponents, list | tuple) else [opponents]
+        if not self.opponents:
+            raise ValueError(f"{type(self).__name__}: no opponent to play")
+        for k, opp in enumerate(self.opponents):
+            if isinstance(opp, self._wrong_side) or not callable(getattr(opp, "act", None)):
+                raise TypeError(
+                    f"{type(self).__name__} plays {self._opponent_side} policies inside; "
+                    f"opponent {k} is {type(opp).__name__}"
+                )
         if weights is None:
             weights = [1.0] * len(self.opponents)
         if len(weights) != len(self.opponents):
@@ -166,6 +174,27 @@ class _MarketEnv:
         self.dialogue = dialogue if isinstance(dialogue, np.ndarray) else bool(dialogue)
         self.prompts = prompts
         self.engine: BatchedMarket | None = None
+
+    # ------------------------------------------------------------- checks
+    def _started(self, what: str) -> BatchedMarket:
+        if self.engine is None:
+            raise RuntimeError(f"{type(self).__name__}.{what}: call reset() first")
+        return self.engine
+
+    def _rows_mask(self, rows: Any) -> np.ndarray:
+        """``rows`` as a (B,) bool mask; anything else is a clear error."""
+        mask = np.asarray(rows)
+        if mask.dtype != bool or mask.shape != (self.batch_size,):
+            raise ValueError(
+                f"rows: expected a bool mask of shape ({self.batch_size},), got "
+                f"{mask.dtype} of shape {mask.shape}"
+            )
+        return mask
+
+    @staticmethod
+    def _check_action(action: Any, cls: type) -> None:
+        if not isinstance(action, cls):
+            raise TypeError(f"step: expected a {cls.__name__}, got {type(action).__name__}")
 
     # ------------------------------------------------------------- markets
     def _draw(self, indices: np.ndarray) -> MarketBatch:
@@ -280,6 +309,8 @@ class SellerEnv(_MarketEnv):
     split the rows. ``penalty``: the reward's cost per seller violation.
     """
 
+    _wrong_side, _opponent_side = SellerPolicy, "buyer"
+
     def __init__(
         self,
         config: MarketConfig,
@@ -321,6 +352,7 @@ class SellerEnv(_MarketEnv):
         return self.engine.seller_observation()
 
     def step(self, action: SellerAction) -> Step:
+        self._check_action(action, SellerAction)
         prompt = self.send(action)
         answer = None
         if prompt is not None:
@@ -339,7 +371,13 @@ class SellerEnv(_MarketEnv):
         they ask (None: nobody is asked); ``finish`` takes their answers. ``step`` is
         ``send``, the opponents' answers, ``finish``; an adapter whose buyers answer from
         outside (the PettingZoo environment) calls the two halves itself."""
-        e = self.engine
+        e = self._started("send")
+        self._check_action(action, SellerAction)
+        if e.pending.any():
+            raise RuntimeError(
+                "SellerEnv.send: the buyers the last messages asked have not answered; "
+                "call finish(answer) first"
+            )
         self._live = ~e.done
         if self.rewards:
             self._profit0 = e.profit.copy()
@@ -369,7 +407,8 @@ class SellerEnv(_MarketEnv):
         """Fresh markets in ``rows`` (a (B,) bool mask) now, the next unused indices in row
         order: the per-row reset of an environment without ``autoreset``, for an adapter
         that resets a row one step after its market ended (Gymnasium's next-step reset)."""
-        self._restart(np.asarray(rows, bool))
+        self._started("restart")
+        self._restart(self._rows_mask(rows))
 
 
 class BuyerEnv(_MarketEnv):
@@ -390,6 +429,8 @@ class BuyerEnv(_MarketEnv):
     that never asks): then the observation asks nobody.
     """
 
+    _wrong_side, _opponent_side = BuyerPolicy, "seller"
+
     def __init__(
         self,
         config: MarketConfig,
@@ -400,6 +441,8 @@ class BuyerEnv(_MarketEnv):
         disclose: bool | Callable[[np.ndarray, np.ndarray, MarketBatch], np.ndarray] = False,
         **kwargs: Any,
     ) -> None:
+        if kind not in (AGENT, HUMAN):
+            raise ValueError(f"kind: expected {AGENT!r} or {HUMAN!r}, got {kind!r}")
         super().__init__(config, sellers, batch_size, **kwargs)
         self.kind = kind
         self.disclose = disclose
@@ -425,7 +468,8 @@ class BuyerEnv(_MarketEnv):
         return self._seller_turns()
 
     def step(self, action: BuyerAction) -> Step:
-        e = self.engine
+        e = self._started("step")
+        self._check_action(action, BuyerAction)
         self._begin_step()
         if e.pending.any():
             e.answer(action.decision, action.product, action.price, action.malformed, action.texts)

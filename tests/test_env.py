@@ -289,6 +289,42 @@ def test_bad_environment_arguments_are_clear_errors():
         SellerEnv(CFG, Truthful(), 0)
     with pytest.raises(ValueError, match="one weight per opponent"):
         SellerEnv(CFG, [Truthful(), Haggler()], 4, weights=[1.0])
+    with pytest.raises(ValueError, match="no opponent"):
+        SellerEnv(CFG, [], 4)
+    # An opponent of the learner's own side, or no policy at all, is named.
+    with pytest.raises(TypeError, match="plays buyer policies inside; opponent 1 is GreedyMatcher"):
+        SellerEnv(CFG, [Truthful(), GreedyMatcher()], 4)
+    with pytest.raises(TypeError, match="plays seller policies inside; opponent 0 is Truthful"):
+        BuyerEnv(CFG, Truthful(), 4)
+    with pytest.raises(TypeError, match="opponent 0 is str"):
+        BuyerEnv(CFG, "greedy_matcher", 4)
+    with pytest.raises(ValueError, match="kind: expected 'agent' or 'human', got 'robot'"):
+        BuyerEnv(CFG, GreedyMatcher(), 4, kind="robot")
+
+
+def test_environment_calls_out_of_order_or_with_wrong_types_are_clear_errors():
+    seller = SellerEnv(CFG, Truthful(), 3, autoreset=False)
+    buyer = BuyerEnv(CFG, GreedyMatcher(), 3)
+    with pytest.raises(RuntimeError, match=r"SellerEnv.send: call reset\(\) first"):
+        seller.step(GreedyMatcher().act(SellerEnv(CFG, Truthful(), 3).reset()))
+    with pytest.raises(RuntimeError, match=r"BuyerEnv.step: call reset\(\) first"):
+        buyer.step(_answer(3))
+    with pytest.raises(RuntimeError, match=r"SellerEnv.restart: call reset\(\) first"):
+        seller.restart(np.ones(3, bool))
+    obs = seller.reset()
+    buyer.reset()
+    with pytest.raises(TypeError, match="expected a SellerAction, got NoneType"):
+        seller.step(None)
+    with pytest.raises(TypeError, match="expected a BuyerAction, got SellerAction"):
+        buyer.step(GreedyMatcher().act(obs))
+    for rows in (np.ones(2, bool), np.array([0, 2]), [True, False, True, False]):
+        with pytest.raises(ValueError, match=r"rows: expected a bool mask of shape \(3,\)"):
+            seller.restart(rows)
+    matcher = GreedyMatcher()
+    matcher.reset(3)
+    assert seller.send(matcher.act(obs)) is not None  # buyers asked, not yet answered
+    with pytest.raises(RuntimeError, match=r"call finish\(answer\) first"):
+        seller.send(matcher.act(obs))
 
 
 # ---------------------------------------------------------------------- keyed markets

@@ -304,6 +304,9 @@ def test_a_learner_on_a_node_without_the_league_folder_trains_from_bytes(league,
         ),
         (("iterations = 3", "iterations = 3\n[seller.train]\nseed = 4"), "the league sets"),
         (('reference = "posted_price"', 'reference = "oracle"'), "reference"),
+        (('config = "seller.toml"', "config = 5"), "seller.config: expected a path, got 5"),
+        (("iterations = 3", "iterations = 3\n[seller.train]\nfoo = 1"), "[seller.train] key(s) "),
+        (("seed = 0", "seed = -1"), "league.seed: expected an integer >= 0, got -1"),
     ],
 )
 def test_bad_league_configs_are_one_clear_error(tmp_path, change, words):

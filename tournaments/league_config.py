@@ -84,8 +84,9 @@ class LeagueConfig:
             raise ValueError("league.uniform_mix: expected a number in [0, 1]")
         for name in ("rounds", "learners", "seed", "rating_rounds"):
             x = getattr(self, name)
-            if isinstance(x, bool) or not isinstance(x, int) or x < (0 if name == "seed" else 1):
-                raise ValueError(f"league.{name}: expected an integer >= 1, got {x!r}")
+            least = 0 if name == "seed" else 1
+            if isinstance(x, bool) or not isinstance(x, int) or x < least:
+                raise ValueError(f"league.{name}: expected an integer >= {least}, got {x!r}")
         if not _good_name(self.snapshot_prefix):
             raise ValueError(f"league.prefix: {self.snapshot_prefix!r} cannot start entry names")
 
@@ -168,7 +169,10 @@ def league_from_dict(
     data: dict[str, Any], *, base: str = ".", source: str = "", **overrides: Any
 ) -> LeagueConfig:
     """A league config from parsed TOML; paths are relative to ``base``."""
-    from agents.rl.config import load_train_config
+    from agents.rl.config import TrainConfig, load_train_config
+
+    # What [seller.train] / [buyer.train] may set: a training config's fields.
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"source"}
 
     unknown = sorted(set(data) - {"league", "seller", "buyer", "tournament", "populations",
                                   "configs"})  # fmt: skip
@@ -195,13 +199,20 @@ def league_from_dict(
             raise LeagueError(f"unknown [{side}] key(s) {', '.join(bad)}")
         if "config" not in table:
             raise LeagueError(f"{side}.config: the training config its learners start from")
+        if not isinstance(table["config"], str) or not table["config"]:
+            raise LeagueError(f"{side}.config: expected a path, got {table['config']!r}")
         cfg_path = _path(table["config"], base)
+        if not isinstance(table.get("train", {}), dict):
+            raise LeagueError(f"[{side}.train]: expected a table of training options")
         overrides_train = dict(table.get("train", {}))
         known_train = set(overrides_train) & {"name", "seed", "iterations", "init", "opponents"}
         if known_train:
             raise LeagueError(
                 f"[{side}.train] sets {', '.join(sorted(known_train))}: the league sets those"
             )
+        unknown_train = sorted(set(overrides_train) - train_keys)
+        if unknown_train:
+            raise LeagueError(f"unknown [{side}.train] key(s) {', '.join(unknown_train)}")
         overrides_train.update(train_common)
         try:
             train = load_train_config(cfg_path)

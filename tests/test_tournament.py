@@ -106,6 +106,14 @@ buyers = 4
         (GOOD.replace("[tournament]", "[tournament]\nspeed = 1"), "unknown tournament key"),
         (GOOD.replace("[markets.m]\nbuyers = 4\n", ""), "no [configs.NAME] table"),
         (GOOD + "\n[oops\n", "not valid TOML"),
+        (
+            GOOD.replace("[tournament]", '[tournament]\ncheckpoints = {a = "b"}'),
+            "tournament.checkpoints: a list of checkpoint paths",
+        ),
+        (
+            GOOD + '\n[populations]\nunused = "truthful:0.5,ghost:0.5"\n',
+            "unknown buyer entry 'ghost'",
+        ),
     ],
 )
 def test_bad_specs_get_one_clear_error(tmp_path, text, needle):

@@ -155,6 +155,8 @@ class TournamentSpec:
                 raise SpecError(
                     f"population {name!r} has the name of a registered entry; rename it"
                 )
+        for mix in pops.values():  # every population, played or not
+            _entry(lambda m=mix: registry.make_buyers(m))
         for name in self.sellers:
             _entry(lambda n=name: registry.get(n, "seller"))
         for name in self.buyers:
@@ -297,15 +299,21 @@ def _entry(build) -> None:
         raise SpecError(str(err)) from None
 
 
-def _checkpoints(t: dict, base: str | None) -> tuple[tuple, tuple]:
+def _checkpoints(t: dict, base: str | None, stored_ok: bool) -> tuple[tuple, tuple]:
     """Resolve checkpoint paths in ``sellers``, ``buyers`` and ``checkpoints`` (a list of
     paths, relative to the spec's folder) to the names in their config.json, in place in
     ``t``; returns ((name, weights hash), ...) and the checkpoints' bytes. A stored spec
-    has ``checkpoints`` as a table of name = hash, kept as it is."""
+    (``stored_ok``) has ``checkpoints`` as a table of name = hash, kept as it is; a new
+    spec may not claim checkpoints that way (no bytes would back them)."""
     from pathlib import Path
 
     stored = t.get("checkpoints", [])
     if isinstance(stored, dict):
+        _check(
+            stored_ok,
+            "tournament.checkpoints: a list of checkpoint paths (a table of name = hash is "
+            "what a run folder stores)",
+        )
         _check(
             all(isinstance(k, str) and isinstance(v, str) for k, v in stored.items()),
             "tournament.checkpoints: a list of checkpoint paths",
@@ -392,7 +400,7 @@ def spec_from_dict(
             configs.append((name, MarketConfig.from_dict(table)))
         except (TypeError, ValueError) as err:
             raise SpecError(f"configs.{name}: {err}") from None
-    checkpoints, data_list = _checkpoints(t, base)
+    checkpoints, data_list = _checkpoints(t, base, stored_ok=not check_entries)
     spec = TournamentSpec(
         name=_name(t),
         seed=_int_key(t, "seed", 0, 0),

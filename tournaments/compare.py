@@ -87,12 +87,18 @@ def stored_columns(metrics: Sequence[str]) -> tuple[str, ...]:
 
 
 def check_shared_markets(
-    meta_a: Mapping[str, str], meta_b: Mapping[str, str], rename: Mapping[str, str] | None = None
+    meta_a: Mapping[str, str],
+    meta_b: Mapping[str, str],
+    rename: Mapping[str, str] | None = None,
+    *,
+    labels: Sequence[str] = ("RUN_A", "RUN_B"),
 ) -> None:
     """Refuse two runs that did not meet the same markets: another tournament seed, or a
-    config of the same name (after ``rename``) with another table."""
+    config of the same name (after ``rename``) with another table. A stored spec that is
+    no tournament spec is refused as a corrupt store, named by its run's ``labels`` entry
+    (the store's path, where the caller has it)."""
     rename = rename or {}
-    spec_a, spec_b = json.loads(meta_a["spec"]), json.loads(meta_b["spec"])
+    spec_a, spec_b = _stored_spec(meta_a, labels[0]), _stored_spec(meta_b, labels[1])
     seed_a, seed_b = spec_a["tournament"].get("seed"), spec_b["tournament"].get("seed")
     if seed_a != seed_b:
         raise CompareError(f"the runs do not share markets: tournament seeds {seed_a} and {seed_b}")
@@ -111,6 +117,22 @@ def check_shared_markets(
                 f"config {name!r} is not the same market structure in both runs "
                 f"(differs in {', '.join(diff)}): its markets differ"
             )
+
+
+def _stored_spec(meta: Mapping[str, str], label: str) -> dict:
+    """A run's stored spec as JSON tables: its ``tournament`` table and config tables
+    (``configs``, or ``markets`` in older runs) as objects, each config an object."""
+    try:
+        spec = json.loads(meta["spec"])
+    except (KeyError, TypeError, ValueError):
+        spec = None
+    ok = isinstance(spec, dict) and isinstance(spec.get("tournament"), dict)
+    configs = spec.get("configs", spec.get("markets", {})) if ok else None
+    if not (isinstance(configs, dict) and all(isinstance(c, dict) for c in configs.values())):
+        raise CompareError(
+            f"{label}: corrupt results store (the stored spec is not a tournament spec)"
+        )
+    return spec
 
 
 def _values(rec: Records, metric: str) -> np.ndarray:

@@ -179,14 +179,23 @@ class _League:
 
     # ------------------------------------------------------------------ folder
     def _check_folder(self) -> None:
+        """Refuse a folder that holds another league, or a store of results that are not
+        this league's (another tournament's run folder), before a file is written there;
+        then keep the config as run."""
+        from tournaments.store import check_spec
+
         out = self.out
         if out.exists() and not out.is_dir():
             raise LeagueError(f"{out} exists and is not a folder")
-        out.mkdir(parents=True, exist_ok=True)
         path = out / CONFIG_FILE
         mine = self.cfg.to_dict()
         if path.is_file():
-            stored = json.loads(path.read_text())
+            try:
+                stored = json.loads(path.read_text())
+            except ValueError:
+                stored = None
+            if not isinstance(stored, dict):
+                raise LeagueError(f"{path}: not a league config as this tool writes it")
             a = {k: v for k, v in stored.items() if k != "rounds"}
             b = {k: v for k, v in mine.items() if k != "rounds"}
             if a != b:
@@ -195,6 +204,10 @@ class _League:
                     f"{out} holds a league with a different config (differs in "
                     f"{', '.join(keys)}); resume with the same config or choose another --out"
                 )
+        # The store holds round 0's round robin, grown by the snapshots of later rounds.
+        first = round_robin_spec(self.cfg, list(self.cfg.seller.pool), list(self.cfg.buyer.pool))
+        check_spec(out, first, grown=True)
+        out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(mine, indent=2) + "\n")
 
     def round_dir(self, r: int) -> Path:

@@ -33,9 +33,16 @@ its journal mode, and gains no -wal or -shm file). The one exception: a rollback
 left by a run killed mid-transaction is rolled back first (nothing can be read before),
 which restores the database's last committed state.
 
-Length: about 560 lines for one class and its helpers: opening (new, resumed, grown or
-read-only folders, each refusal with its own message), writing, reading and exporting one
-SQLite file; the market rows' layout is ``tournaments.market_rows``.
+A corrupt store (a table missing, a spec that is no spec, unit rows naming no match or
+overlapping, a unit's rows without its ``units`` row or the reverse, a transcript that is
+no list of turn records) is one StoreError, "RUN/results.sqlite: corrupt results store
+(...)": readers refuse what they would misread, and a resume is refused by the same look
+that writes nothing, so no stored row is deleted or rewritten because of it.
+
+Length: about 830 lines for one class and its helpers: opening (new, resumed, grown or
+read-only folders, each refusal with its own message), the checks of a corrupt store and
+of a kept transcript, writing, reading and exporting one SQLite file; the market rows'
+layout is ``tournaments.market_rows``.
 """
 
 from __future__ import annotations
@@ -49,13 +56,14 @@ import platform
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from importlib import metadata
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 
-from tournaments.market_rows import CorruptRows, Layout
+from tournaments.market_rows import LEGACY_TABLE, CorruptRows, Layout, int_column
 from tournaments.records import MatchTable, Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
 from tournaments.text import plural
@@ -85,6 +93,11 @@ PACKAGES = ("numpy", "scipy", "ray", "torch", "transformers", "tabulate", "agent
 
 class StoreError(ValueError):
     """The run folder cannot be used as asked (nothing in it is changed)."""
+
+
+def corrupt(path: Path, detail: object) -> StoreError:
+    """The one error of a store that this tool did not write so."""
+    return StoreError(f"{path}: corrupt results store ({detail})")
 
 
 def package_versions() -> dict[str, str]:
@@ -174,8 +187,12 @@ class ResultStore:
             if conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone() is None:
                 raise sqlite3.DatabaseError("no spec stored")
             _check_columns(conn, path)
+            missing = _missing_table(conn)
         except sqlite3.Error as err:
             raise StoreError(f"{path}: not a results database ({err})") from None
+        if missing is not None:
+            conn.close()
+            raise corrupt(path, f"no {missing} table")
         return cls(path, conn)
 
     def close(self) -> None:
@@ -209,6 +226,8 @@ class ResultStore:
         u = result.unit
         if self._numbers is None:
             self._numbers = dict(self.conn.execute("SELECT match_id, match FROM matches"))
+        if u.match_id not in self._numbers:
+            raise corrupt(self.path, f"match {u.match_id} has no row in the matches table")
         with self.conn:
             # The write lock before the check: no other writer can store the unit between
             # "stored already?" and the insert.
@@ -217,11 +236,19 @@ class ResultStore:
                 "SELECT 1 FROM units WHERE match_id = ? AND start = ?", (u.match_id, u.start)
             ).fetchone():
                 return False
-            self.layout.insert(self._numbers[u.match_id], result)
-            self.conn.executemany(
-                "INSERT INTO transcripts (match_id, market, turns) VALUES (?, ?, ?)",
-                [(u.match_id, k, t) for k, t in sorted(result.transcripts.items())],
-            )
+            try:
+                self.layout.insert(self._numbers[u.match_id], result)
+                self.conn.executemany(
+                    "INSERT INTO transcripts (match_id, market, turns) VALUES (?, ?, ?)",
+                    [(u.match_id, k, t) for k, t in sorted(result.transcripts.items())],
+                )
+            except sqlite3.IntegrityError:
+                # Rolled back: what is stored stays as it was.
+                raise corrupt(
+                    self.path,
+                    f"unit {u.match_id} markets {u.start}-{u.stop - 1} has stored rows but no "
+                    "units row",
+                ) from None
             self.conn.execute(
                 "INSERT INTO units (match_id, start, stop) VALUES (?, ?, ?)",
                 (u.match_id, u.start, u.stop),
@@ -247,32 +274,54 @@ class ResultStore:
         unknown = sorted(set(metrics) - set(STORED_METRICS))
         if unknown:
             raise ValueError(f"no stored column {', '.join(unknown)}")
-        matches = self.conn.execute(
+        matches = self._matches()
+        table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
+        try:
+            # Match numbers follow match-id order when a run is created; the layout maps
+            # them to positions, so that is an assumption of nothing.
+            match, market, columns = self.layout.columns(metrics, self._match_numbers(matches))
+        except CorruptRows as err:
+            raise corrupt(self.path, err) from None
+        return Records(table, match, market, columns)
+
+    def _matches(self) -> list[tuple]:
+        """The matches table, in match-id order."""
+        return self.conn.execute(
             "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
             "ORDER BY match_id"
         ).fetchall()
-        # Match numbers follow match-id order when a run is created; the map below keeps
-        # that an assumption of nothing.
-        number = np.full(1 + max((m[0] for m in matches), default=0), -1, np.int64)
-        number[[m[0] for m in matches]] = np.arange(len(matches))
-        table = MatchTable(*(tuple(m[k] for m in matches) for k in range(1, 6)))
-        try:
-            match, market, columns = self.layout.columns(metrics, number)
-        except CorruptRows as err:
-            raise StoreError(f"{self.path}: {err}") from None
-        return Records(table, match, market, columns)
+
+    @staticmethod
+    def _match_numbers(matches: list[tuple]) -> np.ndarray:
+        return int_column([m[0] for m in matches], "matches.match")
 
     def transcript(self, match_id: str, market: int) -> list[dict] | None:
+        """The kept transcript of one market (None if none is kept): its turn records, as
+        ``TurnRecord.to_dict()`` wrote them; anything else is a corrupt store."""
         row = self.conn.execute(
             "SELECT turns FROM transcripts WHERE match_id = ? AND market = ?", (match_id, market)
         ).fetchone()
-        return None if row is None else json.loads(row[0])
+        if row is None:
+            return None
+        try:
+            turns = json.loads(row[0])
+        except (TypeError, ValueError):
+            raise corrupt(
+                self.path, f"transcript of {match_id} market {market}: not JSON"
+            ) from None
+        problem = transcript_problem(turns)
+        if problem is not None:
+            raise corrupt(self.path, f"transcript of {match_id} market {market}: {problem}")
+        return turns
 
     def market_row(self, match_id: str, market: int) -> dict[str, float] | None:
         """The stored metrics of one market of one match (None if it is not stored)."""
         row = self.conn.execute("SELECT match FROM matches WHERE match_id = ?", (match_id,))
         number = row.fetchone()
-        return None if number is None else self.layout.row(number[0], market)
+        try:
+            return None if number is None else self.layout.row(number[0], market)
+        except CorruptRows as err:
+            raise corrupt(self.path, err) from None
 
     def transcript_keys(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT match_id, market FROM transcripts ORDER BY 1, 2"))
@@ -288,10 +337,11 @@ class ResultStore:
     def export_csv(self, path: str | Path) -> int:
         """Every market row, one line each, after a header of ``COLUMNS``."""
         n = 0
+        rows = self._typed_rows()  # checked before the file is made
         with _writing(path) as fh:
             w = csv.writer(fh)
             w.writerow(COLUMNS)
-            for row in self._typed_rows():
+            for row in rows:
                 w.writerow(row)
                 n += 1
         return n
@@ -302,30 +352,39 @@ class ResultStore:
         row as an object; counts as integers, a stored NaN as null."""
         meta = {key: _json_value(value) for key, value in self.meta().items()}
         n = 0
+        rows = self._typed_rows()  # checked before the file is made
         with _writing(path) as fh:
             # Row by row: the rows of a large run need not fit in memory as objects.
             fh.write('{"meta": ' + json.dumps(meta) + ', "markets": [')
-            for row in self._typed_rows():
+            for row in rows:
                 fh.write((",\n" if n else "\n") + json.dumps(dict(zip(COLUMNS, row, strict=True))))
                 n += 1
             fh.write("\n]}\n")
         return n
 
-    def _typed_rows(self) -> Iterable[tuple]:
+    def _typed_rows(self) -> Iterator[tuple]:
         """Market rows as exported, in (match_id, market) order: counts (stored as floats)
-        as integers, a NaN as None."""
-        matches = self.conn.execute(
-            "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
-            "ORDER BY match_id"
-        ).fetchall()
+        as integers, a NaN as None. The stored rows are checked first (what ``records``
+        refuses, an export refuses too, before it writes a line)."""
+        matches = self._matches()
+        try:
+            self.layout.check(self._match_numbers(matches))
+        except CorruptRows as err:
+            raise corrupt(self.path, err) from None
+        return self._typed(matches)
+
+    def _typed(self, matches: list[tuple]) -> Iterator[tuple]:
         coords = {m[0]: m[1:] for m in matches}
         counts = [k for k, c in enumerate(STORED_METRICS) if c in COUNT_COLUMNS]
-        for number, market, *values in self.layout.rows([m[0] for m in matches]):
-            for k in counts:
-                if values[k] is not None:
-                    values[k] = int(values[k])
-            match_id, *entries = coords[number]
-            yield (match_id, market, *entries, *values)
+        try:
+            for number, market, *values in self.layout.rows([m[0] for m in matches]):
+                for k in counts:
+                    if values[k] is not None:
+                        values[k] = int(values[k])
+                match_id, *entries = coords[number]
+                yield (match_id, market, *entries, *values)
+        except CorruptRows as err:
+            raise corrupt(self.path, err) from None
 
 
 COUNT_COLUMNS = frozenset({"trades", "turns_used", "seller_violations", "buyer_violations"})
@@ -402,28 +461,30 @@ def _open_checked(
 ) -> sqlite3.Connection:
     """The database of a locked run folder, open for writing ``spec`` cut into units of
     ``unit_markets``. What it holds is checked first, by a look that writes nothing: a
-    folder refused (StoreError) is left exactly as it was."""
+    folder refused (StoreError) is left exactly as it was, a corrupt store included."""
     spec_json = json.dumps(spec.to_dict(), sort_keys=True)
     try:
-        stored = _stored_meta(path)
+        with _looking(path) as look:
+            stored = _stored_meta(look, path)
+            # Compared as specs, not as text: a folder stored before a rename of the spec's
+            # tables holds the same spec in other words.
+            old = _held_spec(path, stored)
+            grow = (extend and isinstance(old, TournamentSpec)
+                    and old.to_dict() != spec.to_dict() and extends(spec, old))  # fmt: skip
+            if old is not None and not grow and not _same_spec(old, spec):
+                raise _other_spec(folder, old, spec)
+            size = stored.get("unit_markets", str(unit_markets))
+            if size != str(unit_markets):
+                if not size.isdigit():
+                    raise corrupt(path, f"stored unit size {size!r}")
+                raise StoreError(
+                    f"{folder} was cut into units of {plural(int(size), 'market')}, "
+                    f"not {unit_markets}; resume with the same unit size"
+                )
+            if isinstance(old, TournamentSpec):
+                _check_store(look, path, old)
     except sqlite3.Error as err:
         raise StoreError(f"{path}: cannot use this results database ({err})") from None
-    # Compared as specs, not as text: a folder stored before a rename of the spec's
-    # tables holds the same spec in other words.
-    old = _stored_spec(stored.get("spec"))
-    grow = extend and old is not None and old.to_dict() != spec.to_dict() and extends(spec, old)
-    if "spec" in stored and not grow and (old is None or old.to_dict() != spec.to_dict()):
-        before = old.to_dict() if old is not None else json.loads(stored["spec"])
-        diff = _spec_diff(before, spec.to_dict())
-        raise StoreError(
-            f"{folder} holds results of a different spec ({diff}); "
-            "rerun with the same spec, seed and --markets, or choose another --out"
-        )
-    if stored.get("unit_markets", str(unit_markets)) != str(unit_markets):
-        raise StoreError(
-            f"{folder} was cut into units of {plural(int(stored['unit_markets']), 'market')}, "
-            f"not {unit_markets}; resume with the same unit size"
-        )
     try:
         conn = _connect(path)
     except sqlite3.Error as err:
@@ -444,11 +505,34 @@ def _open_checked(
     return conn
 
 
-def _stored_meta(path: Path) -> dict[str, str]:
-    """The meta table of a run's database ({} for none yet), read without writing to the
-    file or its folder; a database of another version of this tool is a StoreError."""
+def check_spec(folder: str | Path, spec: TournamentSpec, *, grown: bool = False) -> None:
+    """Refuse (StoreError) a run folder that ``create_or_resume(folder, spec, extend=True)``
+    would refuse for the spec it holds, by a look that writes nothing and takes no lock (a
+    folder with no store passes). With ``grown``, a store of ``spec`` grown by entries
+    passes too: a league checks its folder so before it writes a file there."""
+    folder = Path(folder)
+    path = folder / DB_NAME
+    if not path.is_file() or path.with_name(path.name + "-journal").exists():
+        return  # none yet, or a killed run's transaction to roll back: create_or_resume's
+    try:
+        with _looking(path) as look:
+            old = _held_spec(path, _stored_meta(look, path))
+    except sqlite3.Error as err:
+        raise StoreError(f"{path}: cannot use this results database ({err})") from None
+    if old is None or _same_spec(old, spec):
+        return
+    if isinstance(old, TournamentSpec) and (extends(spec, old) or (grown and extends(old, spec))):
+        return
+    raise _other_spec(folder, old, spec)
+
+
+@contextlib.contextmanager
+def _looking(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """A connection to look at a run's database (None for no file yet) without writing to
+    the file or its folder."""
     if not path.exists():
-        return {}
+        yield None
+        return
     # With no log beside it, the file alone holds every commit (and no writer is at work:
     # the caller holds the folder); opening it as immutable leaves no empty -wal, -shm.
     # A rollback journal left by a killed run (killed in a transaction, or while its
@@ -462,12 +546,108 @@ def _stored_meta(path: Path) -> dict[str, str]:
     else:
         conn = _open_immutable(path)
     try:
-        _check_columns(conn, path)
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
-            return {}
-        return dict(conn.execute("SELECT key, value FROM meta"))
+        yield conn
     finally:
         conn.close()
+
+
+def _stored_meta(conn: sqlite3.Connection | None, path: Path) -> dict[str, str]:
+    """The meta table of a run's database ({} for none yet); a database of another version
+    of this tool is a StoreError."""
+    if conn is None:
+        return {}
+    _check_columns(conn, path)
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+        return {}
+    return dict(conn.execute("SELECT key, value FROM meta"))
+
+
+def _held_spec(path: Path, stored: dict[str, str]) -> TournamentSpec | dict | None:
+    """The spec a store holds: None for none yet; its JSON object where today's specs
+    cannot rebuild it (a spec of an older version: another spec); a text that is no
+    tournament spec at all is a corrupt store."""
+    if "spec" not in stored:
+        return None
+    spec = _stored_spec(stored["spec"])
+    if spec is not None:
+        return spec
+    try:
+        data = json.loads(stored["spec"])
+    except (TypeError, ValueError):
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("tournament"), dict):
+        raise corrupt(path, "the stored spec is not a tournament spec")
+    return data
+
+
+def _same_spec(old: TournamentSpec | dict, spec: TournamentSpec) -> bool:
+    return isinstance(old, TournamentSpec) and old.to_dict() == spec.to_dict()
+
+
+def _other_spec(folder: Path, old: TournamentSpec | dict, spec: TournamentSpec) -> StoreError:
+    before = old.to_dict() if isinstance(old, TournamentSpec) else old
+    return StoreError(
+        f"{folder} holds results of a different spec ({_spec_diff(before, spec.to_dict())}); "
+        "rerun with the same spec, seed and --markets, or choose another --out"
+    )
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _missing_table(conn: sqlite3.Connection) -> str | None:
+    """A table that a store holding a spec lacks (None: none is missing). The market rows'
+    table is needed once a unit is stored (a run killed as it began may lack it)."""
+    tables = _tables(conn)
+    for name in ("matches", "units", "transcripts"):
+        if name not in tables:
+            return name
+    if not tables & {"unit_rows", LEGACY_TABLE}:
+        if conn.execute("SELECT 1 FROM units LIMIT 1").fetchone() is not None:
+            return "unit_rows"
+    return None
+
+
+def _check_store(conn: sqlite3.Connection, path: Path, spec: TournamentSpec) -> None:
+    """Refuse, as a corrupt store, what a resume of ``spec`` would misread or fail on: a
+    table missing, a match of the spec with no row, unit rows that ``records`` refuses, a
+    unit's rows without its ``units`` row or the reverse. A look: nothing is written."""
+    missing = _missing_table(conn)
+    if missing is not None:
+        raise corrupt(path, f"no {missing} table")
+    matches = conn.execute("SELECT match, match_id FROM matches").fetchall()
+    ids = {m[1] for m in matches}
+    lost = [m.match_id for m in spec.matches() if m.match_id not in ids]
+    if lost:
+        raise corrupt(path, f"match {lost[0]} has no row in the matches table")
+    layout = Layout(conn)
+    if layout.table not in _tables(conn):
+        return  # no unit stored yet
+    try:
+        layout.check(int_column([m[0] for m in matches], "matches.match"))
+    except CorruptRows as err:
+        raise corrupt(path, err) from None
+    if layout.legacy:
+        return  # a market row without its units row is found as its unit is stored again
+    row = conn.execute(
+        "SELECT m.match_id, r.start, r.stop FROM unit_rows r JOIN matches m ON m.match = r.match "
+        "WHERE NOT EXISTS (SELECT 1 FROM units u WHERE u.match_id = m.match_id "
+        "AND u.start = r.start) LIMIT 1"
+    ).fetchone()
+    if row is not None:
+        raise corrupt(
+            path, f"unit {row[0]} markets {row[1]}-{row[2] - 1} has stored rows but no units row"
+        )
+    row = conn.execute(
+        "SELECT u.match_id, u.start, u.stop FROM units u WHERE NOT EXISTS (SELECT 1 FROM "
+        "matches m JOIN unit_rows r ON r.match = m.match AND r.start = u.start "
+        "WHERE m.match_id = u.match_id) LIMIT 1"
+    ).fetchone()
+    if row is not None:
+        raise corrupt(
+            path, f"unit {row[0]} markets {row[1]}-{row[2] - 1} has a units row but no stored rows"
+        )
 
 
 def _add_run(
@@ -566,10 +746,81 @@ def _spec_diff(old: dict, new: dict) -> str:
     keys = []
     for section in sorted(set(old) | set(new)):
         a, b = old.get(section, {}), new.get(section, {})
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            if a != b:
+                keys.append(section)
+            continue
         for key in sorted(set(a) | set(b)):
             if a.get(key) != b.get(key):
                 keys.append(f"{section}.{key}")
     return "differs in " + ", ".join(keys) if keys else "differs"
 
 
-__all__ = ["ResultStore", "StoreError", "extends", "package_versions"]
+_TURN_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "turn": Integral,
+    "seller_text": str,
+    "seller_violation": str,
+    "seller_error": str,
+    "buyer": Integral,
+    "buyer_text": str,
+    "buyer_violation": str,
+    "buyer_error": str,
+    "buyer_left": (bool, np.bool_),
+}
+_TRADE_FIELDS: dict[str, type] = {"buyer": Integral, "product": Integral, "price": Real}
+
+
+def transcript_problem(turns: object) -> str | None:
+    """Why ``turns`` is not a transcript as a run keeps it (a list of ``TurnRecord.to_dict()``
+    records, what ``arena show``, the viewer and the exports read), in a few words; None if
+    it is one."""
+    if not isinstance(turns, list):
+        return f"{_short(turns)} is not a list of turn records"
+    for k, rec in enumerate(turns, 1):
+        if not isinstance(rec, dict):
+            return f"turn {k} is {_short(rec)}, not a turn record"
+        for key, kind in _TURN_FIELDS.items():
+            if key not in rec:
+                return f"turn {k} has no {key}"
+            if not _is(rec[key], kind):
+                return f"turn {k} has {key} {_short(rec[key])}"
+        if "trade" not in rec:
+            return f"turn {k} has no trade"
+        trade = rec["trade"]
+        if trade is not None:
+            if not isinstance(trade, dict):
+                return f"turn {k} has trade {_short(trade)}"
+            for key, kind in _TRADE_FIELDS.items():
+                if not _is(trade.get(key), kind):
+                    return f"turn {k} has a trade with {key} {_short(trade.get(key))}"
+        for key in ("seller_prompt", "buyer_prompt"):
+            if not isinstance(rec.get(key, ""), str):
+                return f"turn {k} has {key} {_short(rec[key])}"
+    return None
+
+
+def _is(value: object, kind: type | tuple[type, ...]) -> bool:
+    """``isinstance``, where a bool is no number."""
+    if kind is Integral or kind is Real:
+        return isinstance(value, kind) and not isinstance(value, bool | np.bool_)
+    return isinstance(value, kind)
+
+
+def _short(value: object) -> str:
+    """A value as a few characters of JSON (of its repr where it is no JSON)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+__all__ = [
+    "ResultStore",
+    "StoreError",
+    "check_spec",
+    "corrupt",
+    "extends",
+    "package_versions",
+    "transcript_problem",
+]

@@ -21,6 +21,7 @@ from arena.market import Market
 from arena.metrics import seller_benchmarks
 from arena.oracle import optimal_assignment
 from arena.transcript import TurnRecord
+from tournaments.store import transcript_problem
 
 
 def _num(x: float, digits: int = 4) -> float | None:
@@ -79,7 +80,11 @@ def _state(market: Market) -> dict:
 def replay(instance: MarketInstance, turns: Sequence[dict]) -> tuple[list[dict], bool]:
     """The state after each turn, from the turns' own messages replayed on ``instance``;
     and whether the replay reproduced every recorded violation and trade (it does for a
-    transcript of this instance: the market is a function of the messages)."""
+    transcript of this instance: the market is a function of the messages). Turns that
+    are no transcript are a ValueError."""
+    problem = transcript_problem(list(turns))
+    if problem is not None:
+        raise ValueError(f"not a transcript: {problem}")
     market = Market(instance)
     states, same = [], True
     for rec in turns:

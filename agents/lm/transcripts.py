@@ -18,7 +18,8 @@ writes); ``read_jsonl`` reads them back.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Integral
 from pathlib import Path
 
 from agents.base import BuyerPolicy, SellerPolicy
@@ -36,11 +37,13 @@ def prompt_completion(
     """The records of one market's transcript (turn dicts with prompts) for ``side``.
 
     Turns without a kept prompt are skipped (a transcript played without prompts has
-    none); for the buyer side, only turns where a buyer was asked."""
+    none); for the buyer side, only turns where a buyer was asked. A turn that is no turn
+    record is a ValueError naming it."""
     if side not in SIDES:
         raise ValueError(f"side must be seller or buyer, got {side!r}")
     out = []
-    for t in turns:
+    for k, t in enumerate(turns, 1):
+        _check_turn(t, k, side)
         view = t.get(f"{side}_prompt", "")
         if not view or (side == "buyer" and t.get("buyer", -1) < 0):
             continue
@@ -57,6 +60,20 @@ def prompt_completion(
             }
         )
     return out
+
+
+def _check_turn(t: object, k: int, side: str) -> None:
+    """Refuse (ValueError) a turn ``prompt_completion`` cannot read: no dict, a buyer that
+    is no number, or a kept prompt without the message, violation and error beside it."""
+    if not isinstance(t, Mapping):
+        raise ValueError(f"turn {k} of the transcript is {type(t).__name__}, not a turn record")
+    buyer = t.get("buyer", -1)
+    if not isinstance(buyer, Integral) or isinstance(buyer, bool):
+        raise ValueError(f"turn {k} of the transcript has buyer {buyer!r}")
+    if t.get(f"{side}_prompt", ""):
+        for key in ("turn", f"{side}_text", f"{side}_violation", f"{side}_error"):
+            if key not in t:
+                raise ValueError(f"turn {k} of the transcript has no {key}")
 
 
 def from_engine(engine, side: str = "seller") -> list[dict]:

@@ -92,7 +92,14 @@ def _indent(who: str, text: str) -> str:
 
 def print_transcript(turns: Iterable[dict]) -> None:
     """Every turn of a transcript (``TurnRecord.to_dict()`` records, as stored): the raw text
-    of each message, its violations, trades and departures."""
+    of each message, its violations, trades and departures. Anything else is a ValueError
+    before a line is printed."""
+    from tournaments.store import transcript_problem
+
+    turns = list(turns)
+    problem = transcript_problem(turns)
+    if problem is not None:
+        raise ValueError(f"not a transcript: {problem}")
     for rec in turns:
         print(f"--- turn {rec['turn']} " + "-" * 50)
         print(_indent("seller", rec["seller_text"]))

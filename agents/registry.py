@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,9 @@ class Entry:
         unknown = sorted(set(params) - names)
         if unknown:
             raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
+        defaults = _factory_params(self.factory)
+        for key, value in params.items():
+            _check_param(self.name, key, value, defaults.get(key))
         policy = self.factory(**params)
         if self.disclosed:
             policy = Disclosing(policy)
@@ -106,6 +110,32 @@ def _factory_params(factory: Callable[..., Any], defaults_only: bool = True) -> 
         if p.default is not p.empty or not defaults_only:
             out[p.name] = None if p.default is p.empty else p.default
     return out
+
+
+def _check_param(entry: str, key: str, value: Any, default: Any) -> None:
+    """A parameter of the type of its default (a number where the default is a number,
+    true or false where it is a flag, a string where it is a string), so that a value
+    of the wrong type is an error naming the entry, not a failure deep in its play."""
+    if isinstance(default, bool | np.bool_):
+        ok, what = isinstance(value, bool | np.bool_), "true or false"
+    elif isinstance(default, numbers.Real):
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+        what = "a number"
+    elif isinstance(default, str):
+        ok, what = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        raise ValueError(f"{entry}: parameter {key} must be {what}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for a message, cut short when long."""
+    text = repr(value)
+    if len(text) <= 100:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} in all"
+    return f"{text[:60]}... ({size})"
 
 
 def policy_seed(root: int, name: str) -> int:
@@ -158,21 +188,39 @@ def entries(side: str | None = None) -> list[Entry]:
 
 def get(name: str, side: str | None = None) -> Entry:
     """The entry of a registered name or of a checkpoint directory (a path)."""
+    what = f"{side} " if side else ""
+    if not isinstance(name, str) or not name.strip():
+        raise UnknownEntry(
+            f"no {what}entry named {_shown(name)}: a name is a non-empty string; "
+            f"known: {_known(side)}"
+        )
     entry = _ENTRIES.get(name)
     if entry is None and looks_like_path(name):
         entry = checkpoint_entry(name)
     if entry is None or (side is not None and entry.side != side):
-        known = ", ".join(e.name for e in entries(side))
-        what = f"{side} " if side else ""
         if entry is not None:
-            raise UnknownEntry(f"{name!r} is a {entry.side}, not a {side}; {side}s: {known}")
-        raise UnknownEntry(f"unknown {what}entry {name!r}; known: {known}")
+            raise UnknownEntry(
+                f"{_shown(name)} is a {entry.side}, not a {side}; {side}s: {_known(side)}"
+            )
+        raise UnknownEntry(f"unknown {what}entry {_shown(name)}; known: {_known(side)}")
     return entry
 
 
+def _known(side: str | None) -> str:
+    return ", ".join(e.name for e in entries(side))
+
+
 def looks_like_path(name: str) -> bool:
-    """Whether a name is meant as a checkpoint directory rather than a registry name."""
-    return "/" in name or os.sep in name or name.startswith(".") or Path(name).is_dir()
+    """Whether a name is meant as a checkpoint directory rather than a registry name
+    (never the empty name, which would be the current directory)."""
+    if not name:
+        return False
+    if "/" in name or os.sep in name or name.startswith("."):
+        return True
+    try:
+        return Path(name).is_dir()
+    except OSError:  # e.g. too long for the filesystem: not a directory
+        return False
 
 
 _CHECKPOINTS: dict[str, dict[str, Entry]] = {}
@@ -231,32 +279,35 @@ def _checkpoint_variants(data, source: str) -> dict[str, Entry]:
 def register_checkpoint(data) -> Entry:
     """Register a checkpoint (its bytes, ``agents.rl.checkpoint.CheckpointData``) under the
     name in its config.json, with its variants, in this process: how a tournament worker
-    on any node plays a checkpoint that the driver read. Registering the same bytes again
-    is a no-op; another entry of that name is an error."""
+    on any node plays a checkpoint that the driver read. Registering the same policy again
+    (the same ``identity``: config and weights) is a no-op; another entry of that name,
+    even one with the same weights and another config, is an error."""
     meta = data.meta()
     name = meta["policy"]["name"]
-    digest = meta["provenance"]["weights_sha256"]
+    identity = data.identity
     old = _ENTRIES.get(name)
     if old is not None:
-        if old.source.endswith("#" + digest) or _source_digest(old) == digest:
+        if old.source.endswith("#" + identity) or _source_identity(old) == identity:
             return old
         raise ValueError(
-            f"checkpoint {data.source} is named {name!r}, which another entry already uses; "
-            "rename it (the name in its config.json)"
+            f"checkpoint {data.source} is named {name!r}, which another entry already uses "
+            "(with other weights or another config.json); rename it (the name in its "
+            "config.json)"
         )
-    variants = _checkpoint_variants(data, f"{data.source}#{digest}")
+    variants = _checkpoint_variants(data, f"{data.source}#{identity}")
     for entry in variants.values():
         _ENTRIES[entry.name] = entry
     return variants[""]
 
 
-def _source_digest(entry: Entry) -> str | None:
-    """The weights hash of an entry built from a checkpoint directory, if any."""
-    if not entry.source or "#" in entry.source:
-        return None
-    from agents.rl.checkpoint import read_checkpoint
+def _source_identity(entry: Entry) -> str | None:
+    """The identity (``CheckpointData.identity``: config and weights) of an entry built
+    from a checkpoint directory, if it is one."""
+    from agents.rl.checkpoint import is_checkpoint, read_checkpoint
 
-    return read_checkpoint(entry.source).meta()["provenance"]["weights_sha256"]
+    if not entry.source or "#" in entry.source or not is_checkpoint(entry.source):
+        return None
+    return read_checkpoint(entry.source).identity
 
 
 def _disclosed_twin(entry: Entry) -> Entry:
@@ -288,6 +339,10 @@ def make_buyers(spec: str, seed: int = 0, *, sample: bool = False) -> BuyerPolic
     """A buyer entry name, or a population (see ``agents.population``):
     ``a:0.5,b:0.5`` by share, or ``human=a,agent=b`` by kind. ``sample`` as in ``make``,
     for every member."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise UnknownEntry(
+            f"no buyer entry or population named {_shown(spec)}: give a non-empty string"
+        )
     spec = spec.strip()
     if not is_population(spec):
         return make(spec, "buyer", seed, sample=sample)

@@ -339,7 +339,8 @@ def _checkpoints(t: dict, base: str | None, stored_ok: bool) -> tuple[tuple, tup
         meta = data.meta()
         entry = meta["policy"]["name"]
         digest = meta["provenance"]["weights_sha256"]
-        if entry in found and found[entry][0] != digest:
+        # Other weights, or the same weights played by another config: not one player.
+        if entry in found and found[entry][1].identity != data.identity:
             raise SpecError(f"two different checkpoints are named {entry!r}")
         found[entry] = (digest, data)
         return entry + suffix

@@ -12,9 +12,14 @@ Never pickle. ``config.json``::
     }
 
 The policy class is looked up in a fixed table (``POLICY_CLASSES``), never imported by
-a name read from the file, and the weights must hash to ``weights_sha256``. Anything
-else (a missing file, malformed JSON, an unknown class or field, tampered weights,
-tensors of the wrong shape) raises ``CheckpointError`` with one line naming the file.
+a name read from the file, and the weights must hash to ``weights_sha256``. Reading checks
+everything play depends on: the kind, the net's sizes and the policy's params (types and
+ranges), the tensors (finite, of the shapes the net has). Anything wrong (a missing
+file, malformed JSON, an unknown class or field, tampered weights, tensors of the wrong
+shape) raises ``CheckpointError`` with one line naming the file and the field.
+
+A checkpoint's ``identity`` hashes what plays (the policy's config and the weights);
+two checkpoints of one name are the same entry only when their identities agree.
 
 ``read_checkpoint`` returns the files' bytes (``CheckpointData``), so a checkpoint can
 travel to another process or node and be built there (``build``) without a shared
@@ -23,17 +28,20 @@ filesystem; ``load`` does both.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, deserialize
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
@@ -67,6 +75,21 @@ _PARAMS = {
     "RLBuyer": {"shares", "bid_to_offer"},
     "FixedSizeSeller": {"buyers", "products", "offsets"},
 }
+# JSON types of the net's fields: a whole number, a list of them, true/false, a string.
+_NET_TYPES = {
+    "RLSeller": {"features": "ints", "levels": "int", "hidden": "int", "film": "bool"},
+    "RLBuyer": {"features": "int", "levels": "int", "hidden": "int", "disclosure": "int"},
+    "FixedSizeSeller": {"inputs": "int", "outputs": "int", "hidden": "ints", "activation": "str"},
+}
+# Where a float's exponent bits sit, by safetensors dtype: all ones is inf or NaN.
+_EXPONENTS = {
+    "F64": ("<u8", 0x7FF0000000000000),
+    "F32": ("<u4", 0x7F800000),
+    "F16": ("<u2", 0x7C00),
+    "BF16": ("<u2", 0x7F80),
+    "F8_E5M2": ("u1", 0x7C),
+    "F8_E4M3": ("u1", 0x7F),  # no infinities; NaN is every other bit set
+}
 
 
 class CheckpointError(ValueError):
@@ -87,6 +110,23 @@ class CheckpointData:
     @property
     def weights_sha256(self) -> str:
         return hashlib.sha256(self.weights).hexdigest()
+
+    @property
+    def identity(self) -> str:
+        """A hash of what plays: the policy's config (class, name, side, kind, params and
+        net, in canonical form: defaults filled in, numbers as floats) and the weights'
+        hash. Training records and provenance are left out, so a copy or a re-save of
+        the same policy keeps its identity; any change to its play changes it."""
+        policy = self.meta()["policy"]
+        cls, _, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
+        playing = {
+            **{k: policy[k] for k in ("class", "name", "side", "kind")},
+            "params": cls.from_checkpoint_params(policy["params"]),
+            "net": cfg_cls(**policy["net"]).to_dict(),
+            "weights_sha256": self.weights_sha256,
+        }
+        text = json.dumps(playing, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 def package_version() -> str:
@@ -150,7 +190,11 @@ def is_checkpoint(path: str | os.PathLike) -> bool:
 def read_checkpoint(path: str | os.PathLike) -> CheckpointData:
     """The checkpoint's bytes, checked (``CheckpointError`` if anything is wrong)."""
     root = Path(path)
-    if not root.is_dir():
+    try:
+        found = root.is_dir()
+    except OSError as err:  # e.g. a name too long for the filesystem
+        raise CheckpointError(f"{_short(str(root))}: cannot read ({err.strerror})") from None
+    if not found:
         raise CheckpointError(f"{root}: no such checkpoint directory")
     files = {}
     for name in (CONFIG, WEIGHTS):
@@ -159,8 +203,18 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointData:
         except OSError as err:
             raise CheckpointError(f"{root / name}: cannot read ({err.strerror})") from None
     data = CheckpointData(str(root), files[CONFIG], files[WEIGHTS])
-    _parse_config(data)
+    _check_weights(data, _parse_config(data))
     return data
+
+
+def _short(text: str, most: int = 200) -> str:
+    """``text`` cut short for a message line."""
+    return text if len(text) <= most else f"{text[: most - 50]}... ({len(text)} characters)"
+
+
+def _shown(value: Any) -> str:
+    """A value read from a file, as a message shows it (its repr, cut short)."""
+    return _short(repr(value), 60)
 
 
 def _parse_config(data: CheckpointData) -> dict[str, Any]:
@@ -184,8 +238,15 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     name = policy["name"]
     if not is_entry_name(name):
         raise CheckpointError(f"{where}: bad policy name {name!r}")
+    kind = POLICY_CLASSES[cls][0].kind
+    if policy["kind"] != kind:
+        raise CheckpointError(
+            f"{where}: policy.kind: a {cls} is {kind!r}, got {_shown(policy['kind'])}"
+        )
     if not isinstance(policy["params"], dict) or set(policy["params"]) - _PARAMS[cls]:
         raise CheckpointError(f"{where}: policy params must be among {sorted(_PARAMS[cls])}")
+    _check_net(where, cls, policy["net"])
+    _check_params(where, cls, policy["params"])
     provenance = meta.get("provenance")
     digest = provenance.get("weights_sha256") if isinstance(provenance, dict) else None
     if digest != data.weights_sha256:
@@ -193,6 +254,118 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
             f"{data.source}/{WEIGHTS}: the weights do not match the hash in {CONFIG}"
         )
     return meta
+
+
+def _check_net(where: str, cls: str, net: Any) -> None:
+    """``policy.net``: exactly the fields of the class's net config (those without a
+    default required), each of its JSON type, and sizes the config accepts."""
+    cfg_cls = POLICY_CLASSES[cls][2]
+    fields = dataclasses.fields(cfg_cls)
+    required = {f.name for f in fields if f.default is dataclasses.MISSING}
+    if not isinstance(net, dict):
+        raise CheckpointError(f"{where}: policy.net must be a table of {sorted(_NET_TYPES[cls])}")
+    unknown = sorted(set(net) - {f.name for f in fields})
+    missing = sorted(required - set(net))
+    if unknown or missing:
+        what = f"unknown {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+        raise CheckpointError(
+            f"{where}: policy.net: {what} (fields: {', '.join(sorted(_NET_TYPES[cls]))})"
+        )
+    for key, value in net.items():
+        if not _json_is(value, _NET_TYPES[cls][key]):
+            raise CheckpointError(
+                f"{where}: policy.net.{key} must be {_JSON_WORDS[_NET_TYPES[cls][key]]}, "
+                f"got {_shown(value)}"
+            )
+    try:
+        cfg_cls(**net)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: policy.net: {err}") from None
+
+
+_JSON_WORDS = {
+    "int": "a whole number",
+    "ints": "a list of whole numbers",
+    "bool": "true or false",
+    "str": "a string",
+}
+
+
+def _json_is(value: Any, what: str) -> bool:
+    if what == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if what == "ints":
+        return isinstance(value, list) and all(_json_is(v, "int") for v in value)
+    return isinstance(value, bool if what == "bool" else str)
+
+
+def _check_params(where: str, cls: str, params: dict) -> None:
+    """``policy.params``: every number finite, then what the policy class accepts (its
+    ``from_checkpoint_params`` checks the types and ranges)."""
+    for key, value in params.items():
+        for x in value if isinstance(value, list) else [value]:
+            if isinstance(x, int | float) and not isinstance(x, bool) and not _finite(x):
+                raise CheckpointError(
+                    f"{where}: policy.params.{key}: {_shown(x)} is not a finite number"
+                )
+    try:
+        POLICY_CLASSES[cls][0].from_checkpoint_params(params)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: policy.params: {err}") from None
+
+
+def _check_weights(data: CheckpointData, meta: dict[str, Any]) -> None:
+    """The tensors of ``model.safetensors``: readable, finite, and of the names and shapes
+    of the network the config describes (built on the meta device: no memory, no values)."""
+    where = f"{data.source}/{WEIGHTS}"
+    try:
+        tensors = deserialize(data.weights)
+    except (SafetensorError, ValueError, TypeError) as err:
+        raise CheckpointError(f"{where}: not a safetensors file ({_first_line(err)})") from None
+    shapes = {}
+    for name, info in tensors:
+        shapes[name] = tuple(info["shape"])
+        if info["dtype"] in _EXPONENTS:
+            view, bits = _EXPONENTS[info["dtype"]]
+            raw = np.frombuffer(info["data"], dtype=view)
+            if ((raw & bits) == bits).any():
+                raise CheckpointError(f"{where}: tensor {name!r} holds NaN or infinite values")
+    with torch.device("meta"):
+        net = _policy(data, meta["policy"]).net
+    want = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    if shapes != want:
+        missing = sorted(set(want) - set(shapes))
+        extra = sorted(set(shapes) - set(want))
+        if missing or extra:
+            detail = f"missing {missing[0]}" if missing else f"unexpected {extra[0]}"
+        else:
+            key = next(k for k in sorted(want) if want[k] != shapes[k])
+            detail = f"{key}: {list(shapes[key])} in the file, {list(want[key])} in the network"
+        raise CheckpointError(f"{where}: weights do not fit ({detail})")
+
+
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int beyond any float
+        return False
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _policy(data: CheckpointData, policy: dict[str, Any], **kwargs: Any) -> RLSeller | RLBuyer:
+    """The policy of a checked config, with a fresh network (its weights not loaded)."""
+    cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
+    try:
+        net = net_cls(cfg_cls(**policy["net"]))
+        params = cls.from_checkpoint_params(policy["params"])
+        return cls(net, **params, **kwargs)
+    except (TypeError, ValueError, RuntimeError) as err:  # RuntimeError: torch's, on sizes
+        raise CheckpointError(
+            f"{data.source}/{CONFIG}: bad policy config ({_first_line(err)})"
+        ) from None
 
 
 def build(
@@ -216,20 +389,20 @@ def build(
         params = cls.from_checkpoint_params(first.checkpoint_params())
         return cls(first.net, seed=seed, greedy=greedy, **params, **kwargs)
     meta = _parse_config(data)
-    policy = meta["policy"]
-    cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
-    try:
-        net = net_cls(cfg_cls(**policy["net"]))
-        params = cls.from_checkpoint_params(policy["params"])
-        out = cls(net, seed=seed, greedy=greedy, **params, **kwargs)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{data.source}/{CONFIG}: bad policy config ({err})") from None
+    out = _policy(data, meta["policy"], seed=seed, greedy=greedy, **kwargs)
+    net = out.net
     try:
         state = load_tensors(data.weights)
         net.load_state_dict(state, strict=True)
     except (SafetensorError, RuntimeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise CheckpointError(f"{data.source}/{WEIGHTS}: weights do not fit ({first})") from None
+        raise CheckpointError(
+            f"{data.source}/{WEIGHTS}: weights do not fit ({_first_line(err)})"
+        ) from None
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(
+                f"{data.source}/{WEIGHTS}: tensor {name!r} holds NaN or infinite values"
+            )
     net.eval()
     return out
 

@@ -17,9 +17,11 @@ the chosen product's bid-level logits.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -38,6 +40,13 @@ def _chunk_markets(b: int, pairs: int) -> int:
     chunks = -(-b * pairs // PLAY_ROWS)  # ceiling divisions
     even = -(-b // chunks)
     return -(-even // quantum) * quantum
+
+
+def _check_size(name: str, value: object, low: int) -> None:
+    """A size of a network (a count of features, levels, units): a whole number >= ``low``,
+    checked here so that a bad one is a clear error rather than torch's."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
 
 
 def _masked_mean(h: torch.Tensor, mask: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
@@ -60,7 +69,18 @@ class SellerNetConfig:
     market is like can switch pair features on and off, not only shift them)."""
 
     def __post_init__(self) -> None:
+        features = self.features
+        if not isinstance(features, list | tuple) or len(features) != 4:
+            raise ValueError(
+                f"features must be 4 counts (pair, buyer, product, market), got {features!r}"
+            )
+        for f in features:
+            _check_size("features", f, 1)
         object.__setattr__(self, "features", tuple(int(f) for f in self.features))
+        _check_size("levels", self.levels, 1)
+        _check_size("hidden", self.hidden, 1)
+        if not isinstance(self.film, bool | np.bool_):
+            raise ValueError(f"film must be true or false, got {self.film!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -243,6 +263,10 @@ class BuyerNetConfig:
     """Width of every layer."""
     disclosure: int = 0
     """Features of the disclosure head (0: no head; the buyer never chooses to disclose)."""
+
+    def __post_init__(self) -> None:
+        for name, low in (("features", 1), ("levels", 1), ("hidden", 1), ("disclosure", 0)):
+            _check_size(name, getattr(self, name), low)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -44,6 +44,7 @@ way from cost to the offer), whatever the buyer's own value.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,6 +92,9 @@ EXPERT_OFFSETS: tuple[float, ...] = (0.0, -0.04, -0.02, 0.02, 0.04)
 # Markups over unit cost of the posted-price levels.
 MARKUPS: tuple[float, ...] = (0.2, 0.35, 0.5, 0.7, 1.0)
 BID_SHARES: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# The highest markup a checkpoint may hold: a price of 101 times the cost is above the
+# top of any range a market is played on, so higher ones would all play the same.
+MAX_MARKUP = 100.0
 
 # Streams of the keyed noise, one per choice.
 _PAIR, _LEVEL, _DECISION, _PRODUCT, _BID, _DISCLOSE = 11, 12, 21, 22, 23, 24
@@ -243,16 +247,25 @@ class RLSeller(SellerPolicy):
 
     @classmethod
     def from_checkpoint_params(cls, params: dict) -> dict[str, tuple[float, ...] | float]:
-        """Constructor arguments from a checkpoint's params."""
+        """Constructor arguments from a checkpoint's params, checked: the offsets are
+        fractions of the range width (within one width either way), a markup prices above
+        zero and at most ``MAX_MARKUP`` times over cost, the prior is a finite number >= 0."""
         params = dict(params)
         prior = params.pop("signal_prior", 0.0)
         if isinstance(prior, bool) or not isinstance(prior, int | float):
             raise ValueError(f"signal_prior must be a number, got {prior!r}")
+        if not (_finite(prior) and prior >= 0):
+            raise ValueError(f"signal_prior must be a finite number >= 0, got {prior!r}")
         flags = {}
         for name in ("assignment", "within_plan", "expert_pair"):
             flags[name] = params.pop(name, False)
             if not isinstance(flags[name], bool):
                 raise ValueError(f"{name} must be true or false, got {flags[name]!r}")
+        for name in ("offsets", "expert_offsets"):
+            _check_levels(params, name, -1.0, 1.0, "[-1, 1] (a fraction of the range width)")
+        _check_levels(
+            params, "markups", -1.0, MAX_MARKUP, f"(-1, {MAX_MARKUP:g}] (over cost)", open_low=True
+        )
         out = {**_float_tuples(params), **({"signal_prior": float(prior)} if prior else {})}
         return {**out, **{k: True for k, on in flags.items() if on}}
 
@@ -461,6 +474,8 @@ class RLBuyer(BuyerPolicy):
         to_offer = params.pop("bid_to_offer", False)
         if not isinstance(to_offer, bool):
             raise ValueError(f"bid_to_offer must be true or false, got {to_offer!r}")
+        # A bid lies from the seller's cost (0) to the buyer's value or the offer (1).
+        _check_levels(params, "shares", 0.0, 1.0, "[0, 1]", empty=False)
         return {**_float_tuples(params), "bid_to_offer": to_offer}
 
     def reset(self, batch_size: int) -> None:
@@ -598,3 +613,42 @@ def _assigned_table(table: tuple[np.ndarray, np.ndarray], pick: tuple[np.ndarray
 
 def _float_tuples(params: dict) -> dict[str, tuple[float, ...]]:
     return {k: tuple(float(x) for x in v) for k, v in params.items()}
+
+
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int beyond any float
+        return False
+
+
+def _shown(value: object) -> str:
+    """A value read from a checkpoint, as a message shows it (its repr, cut short)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _check_levels(
+    params: dict,
+    name: str,
+    low: float,
+    high: float,
+    interval: str,
+    *,
+    open_low: bool = False,
+    empty: bool = True,
+) -> None:
+    """Checkpoint param ``name`` (when present): a list of finite numbers in [low, high]
+    (``open_low``: above ``low``), non-empty unless ``empty``."""
+    if name not in params:
+        return
+    value = params[name]
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in value
+    ):
+        raise ValueError(f"{name} must be a list of numbers, got {_shown(value)}")
+    if not value and not empty:
+        raise ValueError(f"{name} must not be empty")
+    for x in value:
+        if not (_finite(x) and (x > low if open_low else x >= low) and x <= high):
+            raise ValueError(f"{name}: each must be in {interval}, got {_shown(x)}")

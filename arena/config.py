@@ -76,11 +76,10 @@ class MarketConfig:
         pr = self.price_range
         if not isinstance(pr, list | tuple) or len(pr) != 2:
             raise ValueError(f"price_range: expected [lo, hi], got {pr!r}")
-        lo, hi = (_finite("price_range", x) for x in pr)
+        need = f"0 <= lo < hi < {PRICE_LIMIT:.0e}"
+        lo, hi = (_finite("price_range", x, need) for x in pr)
         if not 0 <= lo < hi < PRICE_LIMIT:
-            raise ValueError(
-                f"price_range: need 0 <= lo < hi < {PRICE_LIMIT:.0e}, got [{lo}, {hi}]"
-            )
+            raise ValueError(f"price_range: need {need}, got [{lo}, {hi}]")
         if hi - lo < MIN_WIDTH:
             # Offers are quoted in cents; a narrower range leaves too few price levels.
             raise ValueError(f"price_range: need hi - lo >= {MIN_WIDTH}, got [{lo}, {hi}]")
@@ -143,28 +142,44 @@ class MarketConfig:
         return out
 
 
+def _shown(value: Any) -> str:
+    """``repr(value)`` for an error message; a huge integer by its number of digits, so that
+    the message stays one readable line."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 96:
+        try:
+            return f"an integer of {len(str(abs(value)))} digits"
+        except ValueError:  # past Python's limit on printing an integer
+            return "an integer of over 4300 digits"
+    return repr(value)
+
+
 def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
     if not lo <= value <= hi:
-        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value}")
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {_shown(value)}")
 
 
-def _finite(name: str, value: Any) -> float:
+def _finite(name: str, value: Any, bounds: str = "a finite number") -> float:
+    """``value`` as a float; an integer too large for one is refused with ``bounds``, what
+    the field takes."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name}: expected a number, got {value!r}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ValueError(f"{name}: expected {bounds}, got {_shown(value)}") from None
     if not math.isfinite(x):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
     return x
 
 
 def _float_in(name: str, value: Any, lo: float, hi: float, hi_open: bool = False) -> None:
-    x = _finite(name, value)
+    bounds = f"a number in [{lo}, {hi}{')' if hi_open else ']'}"
+    x = _finite(name, value, bounds)
     ok = lo <= x < hi if hi_open else lo <= x <= hi
     if not ok:
-        bracket = ")" if hi_open else "]"
-        raise ValueError(f"{name}: expected a number in [{lo}, {hi}{bracket}, got {value!r}")
+        raise ValueError(f"{name}: expected {bounds}, got {_shown(value)}")
 
 
 # A field list for docs and the CLI, kept next to the class it describes.
@@ -186,6 +201,8 @@ def read_toml(path: str, what: str) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
+    except ValueError as err:  # an integer past Python's 4300-digit limit on conversion
+        raise ValueError(f"{path}: cannot read {what} ({str(err).split(';')[0]})") from None
 
 
 def load_market_file(path: str) -> MarketConfig:

@@ -91,10 +91,17 @@ class MarketBatch:
         )
 
 
+MAX_INDEX = 2**63 - 1
+"""The largest market index: batches hold indices as int64 (and the keyed draws of
+``generate_keyed_batch`` read them so), as does a run's store."""
+
+
 def market_seed(seed: int, index: int) -> np.random.SeedSequence:
     """The seed sequence of market ``index`` under root ``seed``."""
     if seed < 0 or index < 0:
         raise ValueError(f"seed and index must be >= 0, got seed={seed}, index={index}")
+    if index > MAX_INDEX:
+        raise ValueError(f"index must be <= {MAX_INDEX} (2**63 - 1), got a larger one")
     return np.random.SeedSequence(seed, spawn_key=(index,))
 
 

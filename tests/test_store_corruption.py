@@ -218,8 +218,9 @@ def test_a_stored_spec_that_is_no_spec_is_refused_by_resume_and_compare(
     run = corrupted(base, tmp_path, "UPDATE meta SET value = ? WHERE key = 'spec'", params=(text,))
     refused(capsys, base, run, tmp_path, ["resume"], "the stored spec is not a tournament spec")
     before = state(run)
-    for argv, label in ((["compare", str(base), str(run)], "RUN_B"),
-                        (["compare", str(run), str(base)], "RUN_A")):  # fmt: skip
+    db = str(run / "results.sqlite")  # the line names the corrupt store's file
+    for argv, label in ((["compare", str(base), str(run)], db),
+                        (["compare", str(run), str(base)], db)):  # fmt: skip
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"arena: error: {label}: corrupt results")

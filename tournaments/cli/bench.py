@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,8 +31,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         exec(code, {"__name__": "__main__", "__file__": str(script)})
     except SystemExit as exit_:
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else 2
+        if isinstance(exit_.code, str):  # sys.exit("message"): the script's own error
+            raise CliError(exit_.code) from None
+        return int(exit_.code or 0)
+    except subprocess.CalledProcessError as err:
+        raise CliError(f"bench {args.which}: {_failure(err)}") from None
     return 0
+
+
+def _failure(err: subprocess.CalledProcessError) -> str:
+    """A benchmark's failed child process as one line: the program, its exit code and the
+    last line it wrote to stderr (a traceback's error)."""
+    stderr = err.stderr or ""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    cmd = err.cmd if isinstance(err.cmd, list | tuple) else [err.cmd]
+    text = f"{os.path.basename(str(cmd[0]))} exited with code {err.returncode}"
+    return f"{text}: {lines[-1]}" if lines else text
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

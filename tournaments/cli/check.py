@@ -22,7 +22,9 @@ import inspect
 import sys
 from pathlib import Path
 
-from tournaments.cli.common import CliError, nonneg_int, pos_int
+from arena.config import MarketConfig
+from tournaments import limits
+from tournaments.cli.common import CliError, at_most, nonempty, nonneg_int
 
 
 def load_class(target: str) -> type:
@@ -36,6 +38,8 @@ def load_class(target: str) -> type:
         if not path.is_file():
             raise CliError(f"{path}: no such file")
         spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise CliError(f"{path}: not a Python file (expected FILE.py:CLASS)")
         module = importlib.util.module_from_spec(spec)
         sys.modules[path.stem] = module
         try:
@@ -64,6 +68,23 @@ def _factory(cls: type):
     return lambda seed: cls(seed=seed) if takes_seed else cls()
 
 
+def _check_memory(configs: list[tuple[str, MarketConfig]], markets: int) -> None:
+    """The check plays each config's ``markets`` as one batch: refuse a config whose
+    batch would not fit the memory of a tournament's unit (``tournaments.limits``), as
+    ``play`` and ``eval`` refuse a market that does not."""
+    limits.unit_markets(configs, 0)  # one market of each fits, else LimitError naming it
+    for name, cfg in configs:
+        need = limits.oracle_bytes(cfg) + markets * limits.market_bytes(cfg)
+        if need > limits.UNIT_MEMORY:
+            fit = (limits.UNIT_MEMORY - limits.oracle_bytes(cfg)) // limits.market_bytes(cfg)
+            raise limits.LimitError(
+                f"{name}: a batch of {markets:,} markets of {cfg.buyers:,} buyers x "
+                f"{cfg.products:,} products needs about {need / 1e9:.1f} GB, over the "
+                f"{limits.UNIT_MEMORY / 1e9:.1f} GB a unit may use; use --markets {fit:,} "
+                "or fewer"
+            )
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from agents.base import BuyerPolicy, SellerPolicy
     from agents.conformance import CONFIGS, check_buyer, check_seller
@@ -79,7 +100,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"{cls.__name__} is neither a SellerPolicy nor a BuyerPolicy (agents.base); "
             "subclass one of them"
         )
-    configs = (load_market_file(args.market),) if args.market else CONFIGS
+    if args.market:
+        configs = (load_market_file(args.market),)
+        named = [(f"{args.market} [market]", configs[0])]
+    else:
+        configs = CONFIGS
+        named = [(f"config {c}", cfg) for c, cfg in enumerate(configs)]
+    _check_memory(named, args.markets)
     factory = _factory(cls)
     try:
         factory(args.seed)
@@ -117,8 +144,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description=(__doc__ or "").split("\n\n")[0],
     )
     p.add_argument("target", metavar="MODULE:CLASS", help="e.g. my_agents:MySeller or f.py:C")
-    p.add_argument("--market", metavar="FILE.toml", help="check on this [market] config only")
-    p.add_argument("--markets", type=pos_int, default=12, help="markets per config (12)")
+    p.add_argument(
+        "--market",
+        type=nonempty,
+        metavar="FILE.toml",
+        help="check on this [market] config only",
+    )
+    p.add_argument(
+        "--markets",
+        type=at_most(limits.MAX_MARKETS_PER_MATCH, "markets"),
+        default=12,
+        help="markets per config (12)",
+    )
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (0)")
     p.add_argument(
         "--lenient", action="store_true", help="do not count rule violations as problems"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Iterable
 
 from agents.command import nonneg_int, pos_int  # noqa: F401 - the commands' flag types
@@ -42,6 +43,48 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"arena: error: {message} (see: {self.prog} --help)\n")
+
+
+def nonempty(text: str) -> str:
+    """A flag's value that may not be blank: an empty one would read as the flag not given
+    (its default) without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a non-empty value, got {text!r}")
+    return text
+
+
+nonempty.__name__ = "non-empty value"  # what argparse calls the type in its messages
+
+
+def market_index(text: str) -> int:
+    """A market index flag: a non-negative integer that the generator draws and a store
+    holds (``arena.generator.MAX_INDEX``, 2**63 - 1)."""
+    from arena.generator import MAX_INDEX
+
+    value = nonneg_int(text)
+    if value > MAX_INDEX:
+        raise argparse.ArgumentTypeError(f"a market index is at most {MAX_INDEX:,}, got {text}")
+    return value
+
+
+market_index.__name__ = "market index"
+
+
+def output_file(suffix: str):
+    """A flag naming a file to write, FILE``suffix`` (the rule of ``export --to``): never
+    blank, nor a file of another kind (a run's results.sqlite), nor a link to one."""
+
+    def parse(text: str) -> str:
+        if not text.endswith(suffix):
+            raise argparse.ArgumentTypeError(f"expected a path ending in {suffix}, got {text!r}")
+        if not os.path.realpath(text).endswith(suffix):
+            raise argparse.ArgumentTypeError(
+                f"{text} links to {os.path.realpath(text)}, not a {suffix} file"
+            )
+        return text
+
+    parse.__name__ = f"FILE{suffix}"
+    return parse
 
 
 def at_most(limit: int, what: str):

@@ -14,7 +14,7 @@ import argparse
 import csv
 import json
 
-from tournaments.cli.common import CliError, json_safe
+from tournaments.cli.common import CliError, json_safe, output_file
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -40,16 +40,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not sep or not old or not new:
             raise CliError(f"--rename: write OLD=NEW, got {item!r}")
         rename[old] = new
-    records, metas = [], []
+    records, metas, paths = [], [], []
     for folder in (args.run_a, args.run_b):
         store = ResultStore.open(folder)
         try:
             metas.append(store.meta())
             records.append(store.records(stored_columns(metrics)))
+            paths.append(str(store.path))
         finally:
             store.close()
     try:
-        check_shared_markets(metas[0], metas[1], rename)
+        check_shared_markets(metas[0], metas[1], rename, labels=paths)
         rows = compare_runs(records[0], records[1], by=by, rename=rename, metrics=metrics,
                             seed=args.seed)  # fmt: skip
     except CompareError as err:
@@ -98,12 +99,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _names(text: str | None, default: tuple, known: tuple, flag: str) -> tuple[str, ...]:
-    if not text:
+    """The names of a comma-separated flag (``default`` when it is not given); a list
+    with no name in it is refused, not read as the default."""
+    if text is None:
         return tuple(default)
     names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names:
+        raise CliError(f"{flag}: no name in {text!r}; known: {', '.join(known)}")
     bad = [x for x in names if x not in known]
-    if bad or not names:
-        raise CliError(f"{flag}: unknown {', '.join(bad) or 'list'}; known: {', '.join(known)}")
+    if bad:
+        raise CliError(f"{flag}: unknown {', '.join(bad)}; known: {', '.join(known)}")
     return names
 
 
@@ -122,5 +127,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics", help="comma-separated metrics (default: the main ones and score)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.add_argument("--csv", metavar="FILE.csv", help="also write the rows to a CSV file")
+    p.add_argument("--csv", type=output_file(".csv"), metavar="FILE.csv",
+                   help="also write the rows to a CSV file")  # fmt: skip
     p.set_defaults(func=cmd_compare)

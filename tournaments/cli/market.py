@@ -18,8 +18,11 @@ from tournaments.cli.common import (
     CliError,
     at_most,
     json_safe,
+    market_index,
+    nonempty,
     nonneg_int,
     number,
+    output_file,
     plural,
     print_transcript,
 )
@@ -215,7 +218,9 @@ def _matchup_args(p: argparse.ArgumentParser) -> None:
     """The flags that name one seller, one buyer side and one market config."""
     p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
     p.add_argument("--buyers", default="truthful", help="buyer entry or population")
-    p.add_argument("--market", metavar="FILE.toml", help="a TOML file with a [market] table")
+    p.add_argument(
+        "--market", type=nonempty, metavar="FILE.toml", help="a TOML file with a [market] table"
+    )
     p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
     p.add_argument(
         "--sample",
@@ -228,8 +233,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("play", help="play one market and print its transcript and outcome")
     _matchup_args(p)
     p.add_argument("--seed", type=nonneg_int, default=0, help="root seed")
-    p.add_argument("--index", type=nonneg_int, default=0, help="market index under the seed")
-    p.add_argument("--html", metavar="FILE", help="also write the transcript viewer to FILE")
+    p.add_argument("--index", type=market_index, default=0, help="market index under the seed")
+    p.add_argument(
+        "--html",
+        type=output_file(".html"),
+        metavar="FILE.html",
+        help="also write the transcript viewer to FILE.html",
+    )
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("agents", help="list the registered sellers and buyers")

@@ -10,6 +10,8 @@ from tournaments.cli.common import (
     CliError,
     Steps,
     at_most,
+    market_index,
+    nonempty,
     nonneg_int,
     plural,
     pos_float,
@@ -23,6 +25,10 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     from tournaments.runner import run_tournament
     from tournaments.spec import load_spec
 
+    if args.no_ray and args.address:
+        raise CliError(
+            "--address joins a Ray cluster and --no-ray plays without Ray: give one of them"
+        )
     spec = load_spec(args.spec, markets=args.markets, seed=args.seed)
     # What the run would need, checked before anything is printed or created.
     limits.spec_unit_markets(spec)
@@ -160,12 +166,19 @@ def _transcripts(folder: str) -> list[tuple[str, int, list[dict]]]:
 def cmd_show(args: argparse.Namespace) -> int:
     from tournaments.store import ResultStore
 
+    if args.match is None and args.market is not None:
+        raise CliError("--market K picks a market of one match: give --match ID too")
+    if args.match is not None and args.filter is not None:
+        raise CliError(
+            "--filter lists match ids and --match prints one transcript: give one of them"
+        )
+    market = 0 if args.market is None else args.market
     store = ResultStore.open(args.dir)
     try:
         keys = store.transcript_keys()
         if args.match is None:
             return _list_matches(keys, args.filter)
-        turns = store.transcript(args.match, args.market)
+        turns = store.transcript(args.match, market)
         if turns is None:
             matches = sorted({m for m, _ in keys})
             if args.match not in matches:
@@ -177,13 +190,13 @@ def cmd_show(args: argparse.Namespace) -> int:
                 )
             kept = sorted(k for m, k in keys if m == args.match)
             raise CliError(
-                f"no transcript of market {args.market} in {args.match}; "
+                f"no transcript of market {market} in {args.match}; "
                 f"kept: {', '.join(map(str, kept))}"
             )
-        row = store.market_row(args.match, args.market)
+        row = store.market_row(args.match, market)
     finally:
         store.close()
-    print(f"match {args.match}, market {args.market}")
+    print(f"match {args.match}, market {market}")
     print_transcript(turns)
     _print_outcome(turns, row)
     return 0
@@ -277,7 +290,9 @@ def _export_transcripts(store, path: str) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tournament", help="run a round-robin tournament from a TOML spec")
     p.add_argument("spec", metavar="SPEC", help="tournament spec (TOML)")
-    p.add_argument("--out", metavar="DIR", help="run folder (default runs/NAME-seedS)")
+    p.add_argument(
+        "--out", type=nonempty, metavar="DIR", help="run folder (default runs/NAME-seedS)"
+    )
     p.add_argument(
         "--workers", type=at_most(MAX_WORKERS, "workers"), default=2, help="match workers"
     )
@@ -289,6 +304,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=nonneg_int, help="override the tournament seed")
     p.add_argument(
         "--address",
+        type=nonempty,
         metavar="HOST:PORT",
         help="join an existing Ray cluster (else RAY_ADDRESS, else a private local Ray)",
     )
@@ -321,7 +337,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dir", metavar="DIR", help="run folder")
     p.add_argument("--match", help="match id, e.g. seller|buyer|hidden|config")
-    p.add_argument("--market", type=nonneg_int, default=0, help="market index")
+    p.add_argument("--market", type=market_index, help="market index, with --match (default 0)")
     p.add_argument("--filter", metavar="TEXT", help="list only match ids containing TEXT")
     p.set_defaults(func=cmd_show)
 
@@ -329,9 +345,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "export", help="export a run's market rows (CSV, JSON) or its transcripts (JSONL)"
     )
     p.add_argument("dir", metavar="DIR", help="run folder")
-    p.add_argument("--to", metavar="FILE", help="FILE.csv or FILE.json: every market row")
+    p.add_argument(
+        "--to", type=nonempty, metavar="FILE", help="FILE.csv or FILE.json: every market row"
+    )
     p.add_argument(
         "--transcripts",
+        type=nonempty,
         metavar="FILE.jsonl",
         help="kept transcripts as prompt/completion records (a run with prompts = true)",
     )

@@ -36,7 +36,7 @@ import time
 
 from tabulate import tabulate
 
-from tournaments.cli.common import HelpFormatter
+from tournaments.cli.common import HelpFormatter, pos_int
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument(
         "run", nargs="?", default=os.path.join("runs", "default-seed0"), help="run folder"
     )
-    ap.add_argument("--repeats", type=int, default=5, help="runs, each in a fresh process")
+    ap.add_argument("--repeats", type=pos_int, default=5, help="runs, each in a fresh process")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.run, "results.sqlite")):

@@ -197,3 +197,9 @@ def test_flags_that_contradict_each_other_are_refused(capsys, run_dir, tmp_path)
     assert "give one of them" in err
     code, out, _ = run(capsys, "show", str(run_dir), "--match", MATCH)
     assert code == 0 and out.startswith(f"match {MATCH}, market 0\n")
+
+
+def test_bench_report_refuses_no_repeats(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # bench sets argv for its script
+    assert main(["bench", "report", "runs/none", "--repeats", "0"]) == 2
+    assert "argument --repeats: expected a positive integer, got '0'" in capsys.readouterr().err

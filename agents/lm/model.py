@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -69,11 +69,13 @@ class TinyModelConfig:
     """Markets per (config, pairing) played to make the tokenizer's corpus."""
 
     def __post_init__(self) -> None:
+        # Whole numbers in range first: heads = 0 would divide by zero below.
+        for f in fields(self):
+            value, low = getattr(self, f.name), 0 if f.name in ("seed", "corpus_markets") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{f.name}: expected an integer >= {low}, got {value!r}")
         if self.hidden_size % self.heads:
             raise ValueError(f"hidden_size {self.hidden_size} must divide by heads {self.heads}")
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "layers", "heads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
 
 
 CORPUS_CONFIGS = (

@@ -59,7 +59,7 @@ import json
 import math
 import shutil
 import time
-import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,8 +75,9 @@ from agents.lm.analyst import Analyst, NarratedTeacher
 from agents.lm.model import TinyModelConfig, build_tiny, load
 from agents.lm.policy import LMSeller, policy_file, write_policy_file
 from agents.lm.transcripts import teacher_records
+from agents.rl.config import MAX_SEED, MAX_THREADS
 from agents.rollout import play_batch
-from arena.config import MarketConfig, load_market_file
+from arena.config import MarketConfig, load_market_file, read_toml
 from arena.generator import generate_batch, generate_keyed_batch
 from arena.rewards import VIOLATION_PENALTY
 
@@ -184,6 +185,10 @@ class LMTrainConfig:
         for ok, what in checks:
             if not ok:
                 raise ValueError(f"bad {what} settings")
+        if self.threads > MAX_THREADS:
+            raise ValueError(f"threads: at most {MAX_THREADS}, got {self.threads}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed: expected an integer in [0, {MAX_SEED}], got {self.seed}")
         if not 0 <= self.analyst <= 9:
             raise ValueError("analyst: 0 (no short list) to 9 offers")
         numbers = [
@@ -207,47 +212,95 @@ class LMTrainConfig:
         known = {"train", "model", "market", "sft", "grpo"}
         if unknown := sorted(set(data) - known):
             raise ValueError(f"unknown table(s) {', '.join(unknown)}; known: {sorted(known)}")
-        top = dict(data.get("train", {}))
+        top = _only(cls, data.get("train", {}), "train", extra=("market",))
         market = top.pop("market", None)
         if isinstance(market, str):
             path = Path(market) if base is None or Path(market).is_absolute() else base / market
             market_cfg = load_market_file(str(path))
         else:
-            market_cfg = MarketConfig.from_dict(data.get("market", {}))
+            table = data.get("market", {})
+            market_cfg = _built("market", lambda: MarketConfig.from_dict(table))
+        model = _only(TinyModelConfig, data.get("model", {}), "model")
+        sft = _only(SFTConfig, data.get("sft", {}), "sft")
+        grpo = _only(GRPOConfig, data.get("grpo", {}), "grpo")
         return cls(
-            **_only(cls, top, "train"),
-            model=TinyModelConfig(**_only(TinyModelConfig, data.get("model", {}), "model")),
+            **top,
+            model=_built("model", lambda: TinyModelConfig(**model)),
             market=market_cfg,
-            sft=SFTConfig(**_only(SFTConfig, data.get("sft", {}), "sft")),
-            grpo=GRPOConfig(**_only(GRPOConfig, data.get("grpo", {}), "grpo")),
+            sft=_built("sft", lambda: SFTConfig(**sft)),
+            grpo=_built("grpo", lambda: GRPOConfig(**grpo)),
         )
 
     @classmethod
     def from_toml(cls, path: str | Path) -> LMTrainConfig:
-        path = Path(path)
+        """Read a config file; every problem is one ValueError naming the file."""
+        data = read_toml(str(path), "training config")
         try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as err:
+            return cls.from_dict(data, Path(path).parent)
+        except (TypeError, ValueError, OverflowError) as err:
             raise ValueError(f"{path}: {err}") from None
-        return cls.from_dict(data, path.parent)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def _only(cls, table: dict, name: str) -> dict:
-    names = {f.name for f in dataclasses.fields(cls)} - {"model", "market", "sft", "grpo"}
+def _only(cls, table: dict, name: str, extra: tuple[str, ...] = ()) -> dict:
+    """The keys of a TOML table ``[name]`` that ``cls`` takes, each of its field's type
+    (an integer where it takes one; a finite number for a float): a string "32" or an
+    integer too large for a float is refused here, naming the key, not deep in training."""
+    if not isinstance(table, dict):
+        raise ValueError(f"[{name}]: expected a table, got {table!r}")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    names = (set(defaults) - {"model", "market", "sft", "grpo"}) | set(extra)
     if unknown := sorted(set(table) - names):
         raise ValueError(f"[{name}]: unknown key(s) {', '.join(unknown)}")
+    for key, value in table.items():
+        if key in defaults:
+            _check_type(f"[{name}] {key}", defaults[key], value)
     return {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+
+
+def _check_type(where: str, default: Any, value: Any) -> None:
+    """``value`` of the type of the field's ``default``."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(default, bool):
+        ok, expected = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, expected = number and isinstance(value, int), "an integer"
+    elif isinstance(default, float):
+        ok, expected = number, "a number"
+        if number:
+            try:
+                ok = math.isfinite(float(value))
+            except OverflowError:
+                ok = False
+            expected = "a finite number"
+    elif isinstance(default, str):
+        ok, expected = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        shown = repr(value)
+        if isinstance(value, int) and value.bit_length() > 96:
+            shown = f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+        raise ValueError(f"{where}: expected {expected}, got {shown}")
+
+
+def _built(name: str, make: Callable[[], Any]) -> Any:
+    """``make()``, its errors prefixed with the table ``[name]`` they come from."""
+    try:
+        return make()
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"[{name}] {err}") from None
 
 
 def is_lm_config(path: str | Path) -> bool:
     """Whether a training config names a language-model policy class (``[train] policy``),
-    for a command that dispatches between trainers. Unreadable files are not."""
+    for a command that dispatches between trainers. Unreadable files are not (the other
+    trainer's reader names what is wrong with them)."""
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError):
+        data = read_toml(str(path), "training config")
+    except ValueError:
         return False
     train_table = data.get("train")
     return isinstance(train_table, dict) and train_table.get("policy") in POLICY_CLASSES
@@ -579,10 +632,13 @@ def train(
 
     ``resume``: continue a run stopped in ``out_dir`` from ``OUT/latest`` (the config
     must be the one it was started with). Without it, an ``out_dir`` that already holds a
-    run is refused, so nothing is overwritten by mistake."""
+    run is refused, so nothing is overwritten by mistake; so is one that holds anything
+    else (a checkpoint, anyone's files), with or without it."""
     from tqdm import tqdm
 
     cfg = load_config(config)
+    if not str(out_dir):
+        raise ValueError("the run folder (--out) is empty: name a folder for the run")
     out = Path(out_dir)
     saved = out / "train_config.json"
     if saved.exists():
@@ -591,6 +647,8 @@ def train(
         stored, now = json.loads(saved.read_text()), json.loads(json.dumps(cfg.to_json()))
         if stored != now:
             raise ValueError(f"{config_mismatch(out, stored, now)}; it cannot resume this one")
+    else:
+        _check_fresh_folder(out, resume)
     out.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(cfg.to_json(), indent=2) + "\n")
     torch.set_num_threads(cfg.threads)
@@ -684,6 +742,28 @@ def train(
     _commit(tmp, out / "final")
     curve.plot(out / "curve.png")
     return out / "final"
+
+
+def _check_fresh_folder(out: Path, resume: bool) -> None:
+    """A folder that holds no run of this trainer (no ``train_config.json``) is trained
+    into only when it is empty or not there yet: a checkpoint or anyone's files in it are
+    never overwritten."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ValueError(f"{out}: not a folder; choose another run folder")
+    held = sorted(p.name for p in out.iterdir())
+    if held:
+        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        if resume:
+            raise ValueError(
+                f"{out}: nothing to resume (no train_config.json), and it holds {shown}, "
+                "which training would overwrite; choose another run folder"
+            )
+        raise ValueError(
+            f"{out}: holds {shown} already, which training would overwrite; choose another "
+            "run folder (there is no run there to resume)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

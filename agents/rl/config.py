@@ -55,8 +55,11 @@ from typing import Any
 
 import numpy as np
 
+from agents.base import is_entry_name
+from agents.env import split_rows
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.rewards import VIOLATION_PENALTY
+from tournaments import limits
 
 SIDES = ("seller", "buyer")
 # Options that one side's trainer reads and the other's never does.
@@ -99,6 +102,28 @@ _FLOAT_FIELDS = (
     "cost_level",
     "signal_noise",
 )
+MAX_THREADS = 256
+"""``train.threads`` at most: torch aborts on a count far past what a machine runs."""
+MAX_HIDDEN = 4096
+"""``train.hidden`` at most (the shipped networks are 48 wide)."""
+MAX_SEED = 2**64 - 1
+"""``train.seed`` at most: torch's generators take 64-bit seeds."""
+MAX_STEPS = 1_000_000
+"""``train.steps`` at most (as many turns as a market may have)."""
+MAX_MINIBATCHES = 1_000_000
+"""``train.minibatches`` at most."""
+TRAIN_MEMORY = 8 << 30
+"""Bytes a run's batch may need (``TrainConfig.market_bytes`` each): a run larger is
+refused when its config is read, not killed for memory once it has started."""
+STEP_BYTES_PER_PAIR = 256
+"""Per market, (buyer, product) pair and rollout step: the features a rollout keeps."""
+ACTIVATION_BYTES_PER_WIDTH = 32
+"""Per market, pair, step and unit of ``train.hidden``, over ``train.minibatches``: the
+activations an update keeps for its backward pass (measured: a seller run of 512
+markets of 16 buyers x 8 products and 20 turns peaks at about 256 + 32 x hidden / 2
+bytes per market, pair and step)."""
+EVAL_CHUNK = 1024
+"""Markets an evaluation plays at once (``agents.evaluate.play_markets``)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +184,7 @@ class ConfigFamily:
                 raise ValueError(
                     f"family.agent_share: need 0 <= low <= high <= 1, got {self.agent_share}"
                 )
+        self.extremes()
 
     def sample(self, rng: np.random.Generator) -> MarketConfig:
         return self.sample_named(rng)[1]
@@ -176,26 +202,64 @@ class ConfigFamily:
     def sample_named(self, rng: np.random.Generator) -> tuple[str, MarketConfig]:
         """``sample``, with the name of the base config drawn (the same draws)."""
         drawn, base = self.configs[int(rng.integers(len(self.configs)))]
-        changes: dict[str, Any] = {}
-        for name, (a, b) in self.jitter_for(drawn):
-            x = getattr(base, name) + rng.uniform(a, b)
-            if name in _INT_FIELDS:
-                changes[name] = max(int(round(x)), 0 if name == "patience" else 1)
-            elif name == "value_correlation":
-                changes[name] = float(np.clip(x, 0.0, 1.0))
-            elif name == "cost_level":
-                changes[name] = float(np.clip(x, 0.0, 0.95))
-            else:
-                changes[name] = max(float(x), 0.0)
-        if "products" in changes and isinstance(base.inventory, tuple):
-            changes["inventory"] = max(base.inventory)
+        offsets = {name: rng.uniform(a, b) for name, (a, b) in self.jitter_for(drawn)}
         lo, hi = self.price_scale
         scale = math.exp(rng.uniform(math.log(lo), math.log(hi)))
-        changes["price_range"] = (base.lo * scale, base.hi * scale)
-        changes["disclosure"] = self.disclosure[int(rng.integers(len(self.disclosure)))]
-        if self.agent_share is not None:
-            changes["agent_share"] = float(rng.uniform(*self.agent_share))
-        return drawn, dataclasses.replace(base, **changes)
+        disclosure = self.disclosure[int(rng.integers(len(self.disclosure)))]
+        share = None if self.agent_share is None else float(rng.uniform(*self.agent_share))
+        return drawn, _jittered(base, offsets, scale, disclosure, share)
+
+    def extremes(self) -> tuple[tuple[str, MarketConfig], ...]:
+        """Each base config and its markets at the low and at the high ends of its jitter
+        and of ``price_scale`` (labelled ``NAME``, ``NAME (low ends)``, ``NAME (high
+        ends)``). Every field's bounds hold for every batch once they hold at both ends,
+        so a family whose batches could draw an invalid market is a ValueError here, when
+        the config is read, not after training started."""
+        out = []
+        for name, base in self.configs:
+            out.append((name, base))
+            jitter = self.jitter_for(name)
+            for k, end in enumerate(("low", "high")):
+                offsets = {field: bounds[k] for field, bounds in jitter}
+                share = None if self.agent_share is None else self.agent_share[k]
+                try:
+                    market = _jittered(base, offsets, self.price_scale[k], "hidden", share)
+                except (TypeError, ValueError) as err:
+                    raise ValueError(
+                        f"family: a {name} batch at the {end} ends of its jitter and "
+                        f"price_scale is not a valid market ({err})"
+                    ) from None
+                out.append((f"{name} ({end} ends)", market))
+        return tuple(out)
+
+
+def _jittered(
+    base: MarketConfig,
+    offsets: dict[str, float],
+    scale: float,
+    disclosure: str,
+    share: float | None,
+) -> MarketConfig:
+    """``base`` with each field moved by its offset (kept valid as ``ConfigFamily`` says),
+    its price range scaled, and the rule and agent share given."""
+    changes: dict[str, Any] = {}
+    for name, offset in offsets.items():
+        x = getattr(base, name) + offset
+        if name in _INT_FIELDS:
+            changes[name] = max(int(round(x)), 0 if name == "patience" else 1)
+        elif name == "value_correlation":
+            changes[name] = float(np.clip(x, 0.0, 1.0))
+        elif name == "cost_level":
+            changes[name] = float(np.clip(x, 0.0, 0.95))
+        else:
+            changes[name] = max(float(x), 0.0)
+    if "products" in changes and isinstance(base.inventory, tuple):
+        changes["inventory"] = max(base.inventory)
+    changes["price_range"] = (base.lo * scale, base.hi * scale)
+    changes["disclosure"] = disclosure
+    if share is not None:
+        changes["agent_share"] = share
+    return dataclasses.replace(base, **changes)
 
 
 def _check_jitter(jitter: tuple[tuple[str, tuple[float, float]], ...], where: str) -> None:
@@ -374,6 +438,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.side not in SIDES:
             raise ValueError(f"train.side: expected seller or buyer, got {self.side!r}")
+        if not is_entry_name(self.name):
+            # The checkpoint plays under this name: one no spec or path could read is
+            # refused now, not when the run is saved.
+            raise ValueError(
+                f"train.name: expected a plain name (no blanks, none of | # / \\ , : =, "
+                f"not starting with a dot), got {self.name!r}"
+            )
         for name in (
             "iterations",
             "batch_size",
@@ -386,18 +457,31 @@ class TrainConfig:
         ):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-                raise ValueError(f"train.{name}: expected a positive integer, got {x!r}")
+                raise ValueError(f"train.{name}: expected a positive integer, got {_shown(x)}")
         for name in ("steps", "imitation_iterations", "eval_every", "checkpoint_every", "seed"):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-                raise ValueError(f"train.{name}: expected an integer >= 0, got {x!r}")
+                raise ValueError(f"train.{name}: expected an integer >= 0, got {_shown(x)}")
+        for name, most in (
+            ("threads", MAX_THREADS),
+            ("hidden", MAX_HIDDEN),
+            ("eval_markets", limits.MAX_MARKETS_PER_MATCH),
+            ("seed", MAX_SEED),
+            ("steps", MAX_STEPS),
+            ("minibatches", MAX_MINIBATCHES),
+        ):
+            if getattr(self, name) > most:
+                raise ValueError(
+                    f"train.{name}: at most {most:,}, got {_shown(getattr(self, name))}"
+                )
         for name in ("lr", "lr_end", "clip", "vf_coef", "max_grad_norm", "imitation_lr"):
-            x = getattr(self, name)
-            if not isinstance(x, int | float) or not x > 0:
-                raise ValueError(f"train.{name}: expected a positive number, got {x!r}")
+            _check_number(
+                f"train.{name}", getattr(self, name), lambda x: x > 0, "a positive number"
+            )
         for name in ("gamma", "gae_lambda", "imitation_smoothing", "imitation_spread"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"train.{name}: expected a number in [0, 1]")
+            _check_number(
+                f"train.{name}", getattr(self, name), lambda x: 0 <= x <= 1, "a number in [0, 1]"
+            )
         for name in (
             "ent_coef",
             "ent_end",
@@ -410,14 +494,10 @@ class TrainConfig:
             "imitation_spare",
             "expert_spare",
         ):
-            value = getattr(self, name)
-            if not (_is_number(value) and value >= 0):
-                raise ValueError(f"train.{name}: expected a number >= 0, got {value!r}")
-        if self.signal_prior is not None and not (
-            _is_number(self.signal_prior) and self.signal_prior >= 0
-        ):
-            raise ValueError(
-                f"train.signal_prior: expected a number >= 0, got {self.signal_prior!r}"
+            _check_number(f"train.{name}", getattr(self, name), lambda x: x >= 0, "a number >= 0")
+        if self.signal_prior is not None:
+            _check_number(
+                "train.signal_prior", self.signal_prior, lambda x: x >= 0, "a number >= 0"
             )
         if self.batch_size % self.minibatches and self.side == "seller":
             raise ValueError("train.batch_size must be a multiple of train.minibatches")
@@ -425,6 +505,8 @@ class TrainConfig:
             raise ValueError("no [[opponents]]: the learner needs someone to play")
         if self.family is None:
             raise ValueError("no [family]: the learner needs markets")
+        self._check_memory()
+        self._check_opponents()
         for name in ("assignment", "within_plan"):
             flag = getattr(self, name)
             if flag is not None and not isinstance(flag, bool):
@@ -447,6 +529,57 @@ class TrainConfig:
         self._check_teachers(names)
         if self.ref_coef and not (self.imitate and self.imitation_iterations):
             raise ValueError("train.ref_coef: needs a warm start (imitate, imitation_iterations)")
+
+    def _check_opponents(self) -> None:
+        """Weights every batch can split its rows by (``agents.env.split_rows``, as the
+        environments will): numbers >= 0 with a positive sum, each positive one a row."""
+        for k, opponent in enumerate(self.opponents):
+            where = f"opponents[{k}].weight ({opponent.name})"
+            _check_number(where, opponent.weight, lambda x: x >= 0, "a number >= 0")
+        weights = [float(o.weight) for o in self.opponents]
+        try:
+            split_rows(self.batch_size, weights, [o.name for o in self.opponents])
+        except ValueError as err:
+            raise ValueError(f"[[opponents]] weight: {err}") from None
+
+    def _check_memory(self) -> None:
+        """Refuse a run too large for memory when its config is read: every market of the
+        family, at either end of its jitter (``ConfigFamily.extremes``), must fit a unit
+        of play, as ``arena play`` and tournaments require (``tournaments.limits``); the
+        batch (its rollout and update) and an evaluation's markets must fit
+        ``TRAIN_MEMORY``."""
+        budget = f"{TRAIN_MEMORY / 1e9:.1f} GB"
+        for label, market in self.family.extremes():
+            where = f"markets.{label}"
+            limits.unit_markets([(where, market)], 0)
+            size = f"{market.buyers:,} buyers x {market.products:,} products"
+            steps = (self.steps or market.turns) if self.side == "seller" else market.turns
+            per_market = self.market_bytes(market)
+            if self.batch_size * per_market > TRAIN_MEMORY:
+                fit = TRAIN_MEMORY // per_market
+                raise ValueError(
+                    f"train.batch_size: {_count(self.batch_size)} markets of {where} ({size}, "
+                    f"{steps:,} steps a rollout) need {_gb(self.batch_size * per_market)}, "
+                    f"over the {budget} a training run may use; "
+                    + (f"at most {fit:,} fit" if fit else "lower the markets' size or steps")
+                )
+            shown = min(self.eval_markets, EVAL_CHUNK)
+            if shown * limits.market_bytes(market) > TRAIN_MEMORY:
+                fit = TRAIN_MEMORY // limits.market_bytes(market)
+                raise ValueError(
+                    f"train.eval_markets: an evaluation plays {shown:,} markets of {where} "
+                    f"({size}) at once, {_gb(shown * limits.market_bytes(market))}, over "
+                    f"the {budget} a training run may use; at most {fit:,} fit"
+                )
+
+    def market_bytes(self, market: MarketConfig) -> int:
+        """What one market of ``market`` adds to a batch's memory: its play
+        (``tournaments.limits.market_bytes``) and, for every step of its rollout, the
+        features kept and the update's activations."""
+        steps = (self.steps or market.turns) if self.side == "seller" else market.turns
+        pairs = market.buyers * market.products
+        width = STEP_BYTES_PER_PAIR * self.minibatches + ACTIVATION_BYTES_PER_WIDTH * self.hidden
+        return limits.market_bytes(market) + steps * pairs * width // self.minibatches
 
     def _check_side_options(self) -> None:
         """An option of one side set on the other side's run is an error, not a line the
@@ -492,10 +625,7 @@ class TrainConfig:
         for name, coef in coefs:
             if name not in dict(pairs):
                 raise ValueError(f"train.teacher_coefs: {name!r} has no teacher (train.teachers)")
-            if not _is_number(coef) or not coef >= 0:
-                raise ValueError(
-                    f"train.teacher_coefs.{name}: expected a number >= 0, got {coef!r}"
-                )
+            _check_number(f"train.teacher_coefs.{name}", coef, lambda x: x >= 0, "a number >= 0")
         object.__setattr__(self, "teacher_coefs", tuple((k, float(v)) for k, v in coefs))
 
     def teacher_weight(self, config: str) -> float:
@@ -564,7 +694,7 @@ def load_train_config(path: str, **overrides: Any) -> TrainConfig:
     data = _read(str(path))
     try:
         return _from_dict(data, path, overrides)
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise ValueError(f"{path}: {err}") from None
 
 
@@ -625,16 +755,69 @@ def _read(path: str, chain: tuple[str, ...] = ()) -> dict:
 
 def _jitter_table(table, where: str) -> tuple[tuple[str, tuple[float, float]], ...]:
     """A TOML table ``FIELD = [low, high]`` as (field, (low, high)) pairs, in its order."""
-    if not isinstance(table, dict) or not all(
-        isinstance(v, list) and len(v) == 2 and all(_is_number(x) and math.isfinite(x) for x in v)
-        for v in table.values()
-    ):
+    if not isinstance(table, dict):
         raise ValueError(f"{where}: write FIELD = [low, high]")
-    return tuple((k, (float(v[0]), float(v[1]))) for k, v in table.items())
+    return tuple((k, _pair(v, f"{where}.{k}", "FIELD = [low, high]")) for k, v in table.items())
+
+
+def _pair(value, where: str, usage: str = "[low, high]") -> tuple[float, float]:
+    """``[low, high]`` of finite numbers as floats; anything else is a ValueError naming
+    ``where`` (an integer too large for a float included)."""
+    if not (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(_finite(x) is not None for x in value)
+    ):
+        shown = (
+            "[" + ", ".join(map(_shown, value)) + "]"
+            if isinstance(value, list | tuple)
+            else _shown(value)
+        )
+        raise ValueError(f"{where}: write {usage} (finite numbers), got {shown}")
+    return float(value[0]), float(value[1])
 
 
 def _is_number(x) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _finite(x) -> float | None:
+    """``x`` as a finite float; None for a non-number, inf, NaN or an integer too large
+    for a float."""
+    if not _is_number(x):
+        return None
+    try:
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _check_number(where: str, x, ok, expected: str) -> None:
+    """A finite number ``x`` for which ``ok(x)`` holds; else a ValueError naming ``where``
+    and what it takes (``expected``)."""
+    if _is_number(x) and _finite(x) is None:
+        raise ValueError(f"{where}: expected a finite number, got {_shown(x)}")
+    if not (_is_number(x) and ok(x)):
+        raise ValueError(f"{where}: expected {expected}, got {_shown(x)}")
+
+
+def _shown(x) -> str:
+    """``repr(x)`` for a message; a huge integer by its number of digits (one short line)."""
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 96:
+        digits = math.floor(x.bit_length() * math.log10(2)) + 1
+        return f"an integer of about {digits} digits"
+    return repr(x)
+
+
+def _gb(n: int) -> str:
+    """A byte count for a message, as ``tournaments.limits`` writes them (any size)."""
+    return f"about {n / 1e9:.1f} GB" if n < 10**15 else "over 1,000,000 GB"
+
+
+def _count(n: int) -> str:
+    """A count for a message (a huge one by its number of digits)."""
+    return f"{n:,}" if n.bit_length() <= 96 else _shown(n)
 
 
 def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
@@ -656,7 +839,7 @@ def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
     for name, table in markets.items():
         try:
             configs[name] = MarketConfig.from_dict(table)
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, OverflowError) as err:
             raise ValueError(f"markets.{name}: {err}") from None
     fam = data.get("family")
     if not isinstance(fam, dict):
@@ -681,14 +864,16 @@ def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
     family = ConfigFamily(
         configs=tuple((n, configs[n]) for n in names),
         disclosure=tuple(fam.get("disclosure", ["hidden"])),
-        agent_share=None if share is None else (float(share[0]), float(share[1])),
+        agent_share=None if share is None else _pair(share, "family.agent_share"),
         jitter=jitter,
-        price_scale=tuple(float(x) for x in fam.get("price_scale", [1.0, 1.0])),
+        price_scale=_pair(fam.get("price_scale", [1.0, 1.0]), "family.price_scale"),
         config_jitter=config_jitter,
     )
     opponents = []
     for k, row in enumerate(data.get("opponents", [])):
         if not isinstance(row, dict) or "name" not in row or set(row) - {"name", "weight"}:
             raise ValueError(f"opponents[{k}]: write name = ..., weight = ...")
-        opponents.append(Opponent(str(row["name"]), float(row.get("weight", 1.0))))
+        weight = row.get("weight", 1.0)
+        _check_number(f"opponents[{k}].weight", weight, lambda x: x >= 0, "a number >= 0")
+        opponents.append(Opponent(str(row["name"]), float(weight)))
     return TrainConfig(**train, opponents=tuple(opponents), family=family, source=str(path))

@@ -985,12 +985,41 @@ def train(
     (``out`` itself: model.safetensors + config.json, beside the curve and the state).
     ``until`` stops after that iteration (saving a checkpoint), to be resumed later.
     torch runs on ``cfg.threads`` threads meanwhile; the caller's count is restored."""
+    if not os.fspath(out):
+        raise TrainError("the run folder (--out) is empty: name a folder for the checkpoint")
+    if not resume:
+        _check_new_run(Path(out))
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
         return _train(cfg, Path(out), resume, device, progress, until)
     finally:
         torch.set_num_threads(threads)
+
+
+# What a run stopped before its first checkpoint leaves (a warm start's curve, the
+# frozen reference): such a folder starts again from scratch.
+_UNFINISHED_START = (CURVE, CURVE + ".tmp", REFERENCE)
+
+
+def _check_new_run(out: Path) -> None:
+    """Refuse to start a run in a folder that holds anything but the leftovers of a run
+    stopped before its first checkpoint (``TrainError``): a checkpoint, a finished run
+    or anyone's files there are never overwritten."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise TrainError(f"{out}: not a folder (choose another --out)")
+    if (out / STATE_JSON).exists():
+        raise TrainError(f"{out}: a run is already there (use --resume, or a new --out)")
+    held = sorted(p.name for p in out.iterdir())
+    if set(held) - set(_UNFINISHED_START):
+        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        what = "a checkpoint" if checkpoint.is_checkpoint(out) else "files"
+        raise TrainError(
+            f"{out}: holds {what} already ({shown}), which training would overwrite; choose "
+            f"another --out (--resume continues a stopped run, one with its {STATE_JSON})"
+        )
 
 
 def _train(
@@ -1001,10 +1030,8 @@ def _train(
     if resume:
         policy = _resumed_policy(cfg, out)
     else:
-        if (out / STATE_JSON).exists():
-            raise TrainError(f"{out}: a run is already there (use --resume, or a new --out)")
-        out.mkdir(parents=True, exist_ok=True)
         policy = start_policy(cfg)
+        out.mkdir(parents=True, exist_ok=True)
     policy.net.to(device)
     optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.lr, eps=1e-5)
     start = 0

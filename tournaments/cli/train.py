@@ -18,7 +18,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from tournaments.cli.common import CliError, nonneg_int, pos_int
+from tournaments.cli.common import CliError, nonempty, nonneg_int, pos_int
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +29,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("side", choices=["seller", "buyer"], help="the side that learns")
     p.add_argument("--config", required=True, metavar="FILE.toml", help="training config")
-    p.add_argument("--out", required=True, metavar="DIR", help="run folder (the checkpoint)")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=nonempty,
+        metavar="DIR",
+        help="run folder (the checkpoint); a new or empty one unless --resume",
+    )
     p.add_argument("--resume", action="store_true", help="continue the run in DIR")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train")
     p.add_argument("--iterations", type=pos_int, help="override train.iterations")

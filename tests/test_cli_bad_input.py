@@ -15,6 +15,7 @@ import pytest
 
 from arena.config import MarketConfig
 from arena.generator import generate
+from tests.test_hardening import run
 from tournaments.cli import main
 from tournaments.runner import run_tournament
 from tournaments.spec import spec_from_dict
@@ -23,15 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SELLER = f"{ROOT / 'examples' / 'my_agents.py'}:SignalSeller"
 HUGE = 10**400
 MATCH = "greedy_matcher|haggler|hidden|c"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:  # argparse
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def refused(capsys, *argv: str) -> str:

@@ -32,7 +32,6 @@ import dataclasses
 import datetime
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -48,7 +47,7 @@ from safetensors.torch import save as save_tensors
 from agents.base import is_entry_name
 from agents.rl.fixed import FixedMLP, FixedMLPConfig, FixedSizeSeller
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
-from agents.rl.policies import RLBuyer, RLSeller
+from agents.rl.policies import RLBuyer, RLSeller, is_finite_number
 
 FORMAT = "agent-market-arena/policy-1"
 WEIGHTS = "model.safetensors"
@@ -304,7 +303,7 @@ def _check_params(where: str, cls: str, params: dict) -> None:
     ``from_checkpoint_params`` checks the types and ranges)."""
     for key, value in params.items():
         for x in value if isinstance(value, list) else [value]:
-            if isinstance(x, int | float) and not isinstance(x, bool) and not _finite(x):
+            if isinstance(x, int | float) and not isinstance(x, bool) and not is_finite_number(x):
                 raise CheckpointError(
                     f"{where}: policy.params.{key}: {_shown(x)} is not a finite number"
                 )
@@ -342,13 +341,6 @@ def _check_weights(data: CheckpointData, meta: dict[str, Any]) -> None:
             key = next(k for k in sorted(want) if want[k] != shapes[k])
             detail = f"{key}: {list(shapes[key])} in the file, {list(want[key])} in the network"
         raise CheckpointError(f"{where}: weights do not fit ({detail})")
-
-
-def _finite(x: float) -> bool:
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # an int beyond any float
-        return False
 
 
 def _first_line(err: BaseException) -> str:

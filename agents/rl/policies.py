@@ -254,7 +254,7 @@ class RLSeller(SellerPolicy):
         prior = params.pop("signal_prior", 0.0)
         if isinstance(prior, bool) or not isinstance(prior, int | float):
             raise ValueError(f"signal_prior must be a number, got {prior!r}")
-        if not (_finite(prior) and prior >= 0):
+        if not (is_finite_number(prior) and prior >= 0):
             raise ValueError(f"signal_prior must be a finite number >= 0, got {prior!r}")
         flags = {}
         for name in ("assignment", "within_plan", "expert_pair"):
@@ -615,7 +615,8 @@ def _float_tuples(params: dict) -> dict[str, tuple[float, ...]]:
     return {k: tuple(float(x) for x in v) for k, v in params.items()}
 
 
-def _finite(x: float) -> bool:
+def is_finite_number(x: float) -> bool:
+    """Whether ``x`` is a finite number (an int too large for a float is not)."""
     try:
         return math.isfinite(x)
     except OverflowError:  # an int beyond any float
@@ -650,5 +651,5 @@ def _check_levels(
     if not value and not empty:
         raise ValueError(f"{name} must not be empty")
     for x in value:
-        if not (_finite(x) and (x > low if open_low else x >= low) and x <= high):
+        if not (is_finite_number(x) and (x > low if open_low else x >= low) and x <= high):
             raise ValueError(f"{name}: each must be in {interval}, got {_shown(x)}")

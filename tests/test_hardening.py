@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tournaments import limits, raysession
+from arena import limits
+from tournaments import raysession
 from tournaments.cli import main
 from tournaments.cli.common import plural
 from tournaments.runner import run_tournament

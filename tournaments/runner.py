@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.torch_threads import one_torch_thread
-from tournaments import limits
+from arena import limits
+from arena.words import plural
 from tournaments.remote import PolicyHost
 from tournaments.spec import TournamentSpec
 from tournaments.store import DB_NAME, ResultStore
-from tournaments.text import plural
 from tournaments.types import Unit, UnitResult
 from tournaments.worker import MatchWorker, count_units, plan_units
 
@@ -72,7 +72,7 @@ def run_tournament(
     """Play every unit of ``spec`` not yet stored in ``folder``; resumable at any point.
 
     ``unit_markets``: markets per unit; by default the size the folder was cut into, else
-    the largest up to 1,000 that fits a unit's memory (``tournaments.limits``).
+    the largest up to 1,000 that fits a unit's memory (``arena.limits``).
     ``connect_timeout``: seconds to join a cluster before giving up (default 30).
     A folder this call created is removed again if the run stops before it stored
     anything (a cluster that cannot be joined leaves no half-made folder).
@@ -89,7 +89,7 @@ def run_tournament(
     elif unit_markets > fitting:
         raise limits.LimitError(
             f"units of {plural(unit_markets, 'market')} do not fit a unit's memory here; at most "
-            f"{fitting} (tournaments.limits)"
+            f"{fitting} (arena.limits)"
         )
     t0 = time.perf_counter()
     folder = Path(folder)

@@ -53,9 +53,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.seeding import keyed_seed
-from tournaments import limits
 from tournaments.types import Match
 
 _TOP_KEYS = {"tournament", "populations", "configs"}
@@ -364,7 +364,7 @@ def spec_from_dict(
 ) -> TournamentSpec:
     """Build and validate a spec from parsed TOML (or ``to_dict``); ``overrides`` replace
     tournament keys. ``check_entries=False`` skips the registry check, the run-folder name
-    and the size limits (``tournaments.limits``): a stored spec is rebuilt as it was run,
+    and the size limits (``arena.limits``): a stored spec is rebuilt as it was run,
     whatever the registry holds now. ``base``: the folder that checkpoint paths are
     relative to (the spec file's)."""
     if _OLD_CONFIGS_KEY in data:

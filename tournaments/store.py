@@ -63,10 +63,10 @@ from pathlib import Path
 
 import numpy as np
 
+from arena.words import plural
 from tournaments.market_rows import LEGACY_TABLE, CorruptRows, Layout, int_column
 from tournaments.records import MatchTable, Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
-from tournaments.text import plural
 from tournaments.types import COLUMNS, STORED_METRICS, UnitResult
 
 DB_NAME = "results.sqlite"

@@ -57,9 +57,9 @@ import numpy as np
 
 from agents.base import is_entry_name
 from agents.env import split_rows
+from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.rewards import VIOLATION_PENALTY
-from tournaments import limits
 
 SIDES = ("seller", "buyer")
 # Options that one side's trainer reads and the other's never does.
@@ -545,7 +545,7 @@ class TrainConfig:
     def _check_memory(self) -> None:
         """Refuse a run too large for memory when its config is read: every market of the
         family, at either end of its jitter (``ConfigFamily.extremes``), must fit a unit
-        of play, as ``arena play`` and tournaments require (``tournaments.limits``); the
+        of play, as ``arena play`` and tournaments require (``arena.limits``); the
         batch (its rollout and update) and an evaluation's markets must fit
         ``TRAIN_MEMORY``."""
         budget = f"{TRAIN_MEMORY / 1e9:.1f} GB"
@@ -574,7 +574,7 @@ class TrainConfig:
 
     def market_bytes(self, market: MarketConfig) -> int:
         """What one market of ``market`` adds to a batch's memory: its play
-        (``tournaments.limits.market_bytes``) and, for every step of its rollout, the
+        (``arena.limits.market_bytes``) and, for every step of its rollout, the
         features kept and the update's activations."""
         steps = (self.steps or market.turns) if self.side == "seller" else market.turns
         pairs = market.buyers * market.products
@@ -811,7 +811,7 @@ def _shown(x) -> str:
 
 
 def _gb(n: int) -> str:
-    """A byte count for a message, as ``tournaments.limits`` writes them (any size)."""
+    """A byte count for a message, as ``arena.limits`` writes them (any size)."""
     return f"about {n / 1e9:.1f} GB" if n < 10**15 else "over 1,000,000 GB"
 
 

@@ -22,8 +22,8 @@ import inspect
 import sys
 from pathlib import Path
 
+from arena import limits
 from arena.config import MarketConfig
-from tournaments import limits
 from tournaments.cli.common import CliError, at_most, nonempty, nonneg_int
 
 
@@ -70,7 +70,7 @@ def _factory(cls: type):
 
 def _check_memory(configs: list[tuple[str, MarketConfig]], markets: int) -> None:
     """The check plays each config's ``markets`` as one batch: refuse a config whose
-    batch would not fit the memory of a tournament's unit (``tournaments.limits``), as
+    batch would not fit the memory of a tournament's unit (``arena.limits``), as
     ``play`` and ``eval`` refuse a market that does not."""
     limits.unit_markets(configs, 0)  # one market of each fits, else LimitError naming it
     for name, cfg in configs:

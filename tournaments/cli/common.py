@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 
 from agents.command import nonneg_int, pos_int  # noqa: F401 - the commands' flag types
-from tournaments.text import plural  # noqa: F401 - the commands count in words
+from arena.words import plural  # noqa: F401 - the commands count in words
 
 
 class CliError(Exception):

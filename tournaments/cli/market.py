@@ -12,8 +12,8 @@ import json
 
 from tabulate import tabulate
 
+from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, load_market_file
-from tournaments import limits
 from tournaments.cli.common import (
     CliError,
     at_most,
@@ -182,7 +182,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     seller = registry.make(args.seller, "seller", seed=args.seed, sample=args.sample)
     buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
     _check_kinds(args.buyers, buyer, cfg)
-    # Played in batches that fit a unit's memory (tournaments.limits), whatever --markets is.
+    # Played in batches that fit a unit's memory (arena.limits), whatever --markets is.
     chunk = min(1024, limits.unit_markets([(_label(args.market), cfg)], 0))
     with one_torch_thread():
         metrics = play_markets(cfg, args.seed, range(args.markets), seller, buyer, chunk=chunk)

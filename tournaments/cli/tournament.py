@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from arena.limits import MAX_MARKETS_PER_MATCH, MAX_WORKERS
 from tournaments.cli.common import (
     CliError,
     Steps,
@@ -17,11 +18,10 @@ from tournaments.cli.common import (
     pos_float,
     print_transcript,
 )
-from tournaments.limits import MAX_MARKETS_PER_MATCH, MAX_WORKERS
 
 
 def cmd_tournament(args: argparse.Namespace) -> int:
-    from tournaments import limits
+    from arena import limits
     from tournaments.runner import run_tournament
     from tournaments.spec import load_spec
 

@@ -1,4 +1,5 @@
-"""What a spec or a flag may ask of one run, and how many markets a unit of work holds.
+"""What a spec, a training config or a flag may ask of one run, and how many markets a
+unit of work holds.
 
 A tournament is played in units (a slice of one match's markets, one worker call), so
 the memory a run needs is the memory of one unit per worker, whatever the number of
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 
 from arena.config import MarketConfig
-from tournaments.text import plural
+from arena.words import plural
 
 MAX_MARKETS_PER_MATCH = 1_000_000
 """``tournament.markets`` and ``--markets``."""

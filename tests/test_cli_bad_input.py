@@ -184,6 +184,8 @@ def test_bench_on_a_damaged_run_is_one_line(capsys, run_dir, tmp_path, monkeypat
 def test_flags_that_contradict_each_other_are_refused(capsys, run_dir, tmp_path):
     err = refused(capsys, "tournament", "spec.toml", "--address", "127.0.0.1:1", "--no-ray")
     assert "--address" in err and "--no-ray" in err
+    err = refused(capsys, "tournament", "spec.toml", "--connect-timeout", "5", "--no-ray")
+    assert "--connect-timeout" in err and "--no-ray" in err
     assert "give --match ID too" in refused(capsys, "show", str(run_dir), "--market", "3")
     err = refused(capsys, "show", str(run_dir), "--match", MATCH, "--filter", "greedy")
     assert "give one of them" in err

@@ -29,6 +29,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         raise CliError(
             "--address joins a Ray cluster and --no-ray plays without Ray: give one of them"
         )
+    if args.no_ray and args.connect_timeout is not None:
+        raise CliError("--connect-timeout waits for a Ray cluster and --no-ray plays without Ray")
     spec = load_spec(args.spec, markets=args.markets, seed=args.seed)
     # What the run would need, checked before anything is printed or created.
     limits.spec_unit_markets(spec)
@@ -50,7 +52,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         address=args.address,
         use_ray=not args.no_ray,
         progress=not args.quiet,
-        connect_timeout=args.connect_timeout,
+        connect_timeout=args.connect_timeout,  # None: the runner's default
     )
     if summary.complete_before:
         say(
@@ -311,9 +313,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--connect-timeout",
         type=pos_float,
-        default=30.0,
         metavar="S",
-        help="seconds to wait for the cluster of --address before giving up",
+        help="seconds to wait for the cluster of --address before giving up (default: 30.0)",
     )
     p.add_argument("--no-ray", action="store_true", help="play every match in this process")
     p.add_argument(

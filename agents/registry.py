@@ -34,6 +34,7 @@ from agents.scripted.sellers import (
     RandomTarget,
 )
 from arena.seeding import keyed_seed
+from arena.words import shown
 
 DISCLOSED_SUFFIX = "+disclosed"
 LEARNED_SUFFIX = "+learned"  # an RL buyer whose network chooses whether to disclose
@@ -126,16 +127,7 @@ def _check_param(entry: str, key: str, value: Any, default: Any) -> None:
     else:
         return
     if not ok:
-        raise ValueError(f"{entry}: parameter {key} must be {what}, got {_shown(value)}")
-
-
-def _shown(value: Any) -> str:
-    """``repr(value)`` for a message, cut short when long."""
-    text = repr(value)
-    if len(text) <= 100:
-        return text
-    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} in all"
-    return f"{text[:60]}... ({size})"
+        raise ValueError(f"{entry}: parameter {key} must be {what}, got {shown(value)}")
 
 
 def policy_seed(root: int, name: str) -> int:
@@ -191,7 +183,7 @@ def get(name: str, side: str | None = None) -> Entry:
     what = f"{side} " if side else ""
     if not isinstance(name, str) or not name.strip():
         raise UnknownEntry(
-            f"no {what}entry named {_shown(name)}: a name is a non-empty string; "
+            f"no {what}entry named {shown(name)}: a name is a non-empty string; "
             f"known: {_known(side)}"
         )
     entry = _ENTRIES.get(name)
@@ -200,9 +192,9 @@ def get(name: str, side: str | None = None) -> Entry:
     if entry is None or (side is not None and entry.side != side):
         if entry is not None:
             raise UnknownEntry(
-                f"{_shown(name)} is a {entry.side}, not a {side}; {side}s: {_known(side)}"
+                f"{shown(name)} is a {entry.side}, not a {side}; {side}s: {_known(side)}"
             )
-        raise UnknownEntry(f"unknown {what}entry {_shown(name)}; known: {_known(side)}")
+        raise UnknownEntry(f"unknown {what}entry {shown(name)}; known: {_known(side)}")
     return entry
 
 
@@ -341,7 +333,7 @@ def make_buyers(spec: str, seed: int = 0, *, sample: bool = False) -> BuyerPolic
     for every member."""
     if not isinstance(spec, str) or not spec.strip():
         raise UnknownEntry(
-            f"no buyer entry or population named {_shown(spec)}: give a non-empty string"
+            f"no buyer entry or population named {shown(spec)}: give a non-empty string"
         )
     spec = spec.strip()
     if not is_population(spec):

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from arena.protocol import PRICE_LIMIT
+from arena.words import shown
 
 DISCLOSURE_RULES = ("hidden", "mandatory", "voluntary")
 # The narrowest range that still leaves a hundred price levels in whole cents.
@@ -142,22 +143,23 @@ class MarketConfig:
         return out
 
 
-def _shown(value: Any) -> str:
-    """``repr(value)`` for an error message; a huge integer by its number of digits, so that
-    the message stays one readable line."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 96:
-        try:
-            return f"an integer of {len(str(abs(value)))} digits"
-        except ValueError:  # past Python's limit on printing an integer
-            return "an integer of over 4300 digits"
-    return repr(value)
+def finite_float(x: Any) -> float | None:
+    """``x`` as a finite float; None for a non-number (a bool included), inf, NaN or an
+    integer too large for a float."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    try:
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value!r}")
     if not lo <= value <= hi:
-        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {_shown(value)}")
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {shown(value)}")
 
 
 def _finite(name: str, value: Any, bounds: str = "a finite number") -> float:
@@ -168,7 +170,7 @@ def _finite(name: str, value: Any, bounds: str = "a finite number") -> float:
     try:
         x = float(value)
     except OverflowError:
-        raise ValueError(f"{name}: expected {bounds}, got {_shown(value)}") from None
+        raise ValueError(f"{name}: expected {bounds}, got {shown(value)}") from None
     if not math.isfinite(x):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
     return x
@@ -179,7 +181,7 @@ def _float_in(name: str, value: Any, lo: float, hi: float, hi_open: bool = False
     x = _finite(name, value, bounds)
     ok = lo <= x < hi if hi_open else lo <= x <= hi
     if not ok:
-        raise ValueError(f"{name}: expected {bounds}, got {_shown(value)}")
+        raise ValueError(f"{name}: expected {bounds}, got {shown(value)}")
 
 
 # A field list for docs and the CLI, kept next to the class it describes.

@@ -46,7 +46,10 @@ class LimitError(ValueError):
     """A run larger than this tool plays; the message names the limit."""
 
 
-def _gb(n: float) -> str:
+def size_text(n: float) -> str:
+    """A byte count for a message: MB below 0.1 GB, GB above, any size."""
+    if n >= 1e15:
+        return "over 1,000,000 GB"
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
 
 
@@ -92,20 +95,20 @@ def unit_markets(configs: list[tuple[str, MarketConfig]], transcripts: int) -> i
     fit ``UNIT_MEMORY``. LimitError names the config's label when not even one market
     fits."""
     size = UNIT_MARKETS
-    budget = _gb(UNIT_MEMORY)
+    budget = size_text(UNIT_MEMORY)
     for name, cfg in configs:
         kept = transcripts * cfg.turns * TRANSCRIPT_BYTES_PER_TURN
         if kept > UNIT_MEMORY:
             raise LimitError(
                 f"{name}: keeping {transcripts} transcripts of up to {cfg.turns:,} "
-                f"turns needs about {_gb(kept)}, over the {budget} a unit may use; "
+                f"turns needs about {size_text(kept)}, over the {budget} a unit may use; "
                 "keep fewer transcripts or lower turns"
             )
         fixed = oracle_bytes(cfg) + kept
         room = UNIT_MEMORY - fixed
         per_market = market_bytes(cfg)
         if room < per_market:
-            need = _gb(fixed + per_market)
+            need = size_text(fixed + per_market)
             raise LimitError(
                 f"{name}: one market of {cfg.buyers:,} buyers x {cfg.products:,} "
                 f"products needs about {need}, over the {budget} a unit may use; "

@@ -77,9 +77,10 @@ from agents.lm.policy import LMSeller, policy_file, write_policy_file
 from agents.lm.transcripts import teacher_records
 from agents.rl.config import MAX_SEED, MAX_THREADS
 from agents.rollout import play_batch
-from arena.config import MarketConfig, load_market_file, read_toml
+from arena.config import MarketConfig, finite_float, load_market_file, read_toml
 from arena.generator import generate_batch, generate_keyed_batch
 from arena.rewards import VIOLATION_PENALTY
+from arena.words import shown
 
 POLICY_CLASSES = ("LMSeller",)
 
@@ -268,22 +269,13 @@ def _check_type(where: str, default: Any, value: Any) -> None:
     elif isinstance(default, int):
         ok, expected = number and isinstance(value, int), "an integer"
     elif isinstance(default, float):
-        ok, expected = number, "a number"
-        if number:
-            try:
-                ok = math.isfinite(float(value))
-            except OverflowError:
-                ok = False
-            expected = "a finite number"
+        ok, expected = finite_float(value) is not None, "a finite number"
     elif isinstance(default, str):
         ok, expected = isinstance(value, str), "a string"
     else:
         return
     if not ok:
-        shown = repr(value)
-        if isinstance(value, int) and value.bit_length() > 96:
-            shown = f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-        raise ValueError(f"{where}: expected {expected}, got {shown}")
+        raise ValueError(f"{where}: expected {expected}, got {shown(value)}")
 
 
 def _built(name: str, make: Callable[[], Any]) -> Any:

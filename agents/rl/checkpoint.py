@@ -47,7 +47,9 @@ from safetensors.torch import save as save_tensors
 from agents.base import is_entry_name
 from agents.rl.fixed import FixedMLP, FixedMLPConfig, FixedSizeSeller
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
-from agents.rl.policies import RLBuyer, RLSeller, is_finite_number
+from agents.rl.policies import RLBuyer, RLSeller
+from arena.config import finite_float
+from arena.words import shown
 
 FORMAT = "agent-market-arena/policy-1"
 WEIGHTS = "model.safetensors"
@@ -211,11 +213,6 @@ def _short(text: str, most: int = 200) -> str:
     return text if len(text) <= most else f"{text[: most - 50]}... ({len(text)} characters)"
 
 
-def _shown(value: Any) -> str:
-    """A value read from a file, as a message shows it (its repr, cut short)."""
-    return _short(repr(value), 60)
-
-
 def _parse_config(data: CheckpointData) -> dict[str, Any]:
     where = f"{data.source}/{CONFIG}"
     try:
@@ -240,7 +237,7 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     kind = POLICY_CLASSES[cls][0].kind
     if policy["kind"] != kind:
         raise CheckpointError(
-            f"{where}: policy.kind: a {cls} is {kind!r}, got {_shown(policy['kind'])}"
+            f"{where}: policy.kind: a {cls} is {kind!r}, got {shown(policy['kind'], 60)}"
         )
     if not isinstance(policy["params"], dict) or set(policy["params"]) - _PARAMS[cls]:
         raise CheckpointError(f"{where}: policy params must be among {sorted(_PARAMS[cls])}")
@@ -274,7 +271,7 @@ def _check_net(where: str, cls: str, net: Any) -> None:
         if not _json_is(value, _NET_TYPES[cls][key]):
             raise CheckpointError(
                 f"{where}: policy.net.{key} must be {_JSON_WORDS[_NET_TYPES[cls][key]]}, "
-                f"got {_shown(value)}"
+                f"got {shown(value, 60)}"
             )
     try:
         cfg_cls(**net)
@@ -303,9 +300,9 @@ def _check_params(where: str, cls: str, params: dict) -> None:
     ``from_checkpoint_params`` checks the types and ranges)."""
     for key, value in params.items():
         for x in value if isinstance(value, list) else [value]:
-            if isinstance(x, int | float) and not isinstance(x, bool) and not is_finite_number(x):
+            if isinstance(x, int | float) and not isinstance(x, bool) and finite_float(x) is None:
                 raise CheckpointError(
-                    f"{where}: policy.params.{key}: {_shown(x)} is not a finite number"
+                    f"{where}: policy.params.{key}: {shown(x, 60)} is not a finite number"
                 )
     try:
         POLICY_CLASSES[cls][0].from_checkpoint_params(params)

@@ -58,8 +58,9 @@ import numpy as np
 from agents.base import is_entry_name
 from agents.env import split_rows
 from arena import limits
-from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
+from arena.config import DISCLOSURE_RULES, MarketConfig, finite_float, read_toml
 from arena.rewards import VIOLATION_PENALTY
+from arena.words import shown
 
 SIDES = ("seller", "buyer")
 # Options that one side's trainer reads and the other's never does.
@@ -457,11 +458,11 @@ class TrainConfig:
         ):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-                raise ValueError(f"train.{name}: expected a positive integer, got {_shown(x)}")
+                raise ValueError(f"train.{name}: expected a positive integer, got {shown(x)}")
         for name in ("steps", "imitation_iterations", "eval_every", "checkpoint_every", "seed"):
             x = getattr(self, name)
             if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-                raise ValueError(f"train.{name}: expected an integer >= 0, got {_shown(x)}")
+                raise ValueError(f"train.{name}: expected an integer >= 0, got {shown(x)}")
         for name, most in (
             ("threads", MAX_THREADS),
             ("hidden", MAX_HIDDEN),
@@ -472,7 +473,7 @@ class TrainConfig:
         ):
             if getattr(self, name) > most:
                 raise ValueError(
-                    f"train.{name}: at most {most:,}, got {_shown(getattr(self, name))}"
+                    f"train.{name}: at most {most:,}, got {shown(getattr(self, name))}"
                 )
         for name in ("lr", "lr_end", "clip", "vf_coef", "max_grad_norm", "imitation_lr"):
             _check_number(
@@ -548,7 +549,7 @@ class TrainConfig:
         of play, as ``arena play`` and tournaments require (``arena.limits``); the
         batch (its rollout and update) and an evaluation's markets must fit
         ``TRAIN_MEMORY``."""
-        budget = f"{TRAIN_MEMORY / 1e9:.1f} GB"
+        budget = limits.size_text(TRAIN_MEMORY)
         for label, market in self.family.extremes():
             where = f"markets.{label}"
             limits.unit_markets([(where, market)], 0)
@@ -559,16 +560,18 @@ class TrainConfig:
                 fit = TRAIN_MEMORY // per_market
                 raise ValueError(
                     f"train.batch_size: {_count(self.batch_size)} markets of {where} ({size}, "
-                    f"{steps:,} steps a rollout) need {_gb(self.batch_size * per_market)}, "
+                    f"{steps:,} steps a rollout) need about "
+                    f"{limits.size_text(self.batch_size * per_market)}, "
                     f"over the {budget} a training run may use; "
                     + (f"at most {fit:,} fit" if fit else "lower the markets' size or steps")
                 )
-            shown = min(self.eval_markets, EVAL_CHUNK)
-            if shown * limits.market_bytes(market) > TRAIN_MEMORY:
+            at_once = min(self.eval_markets, EVAL_CHUNK)
+            if at_once * limits.market_bytes(market) > TRAIN_MEMORY:
                 fit = TRAIN_MEMORY // limits.market_bytes(market)
                 raise ValueError(
-                    f"train.eval_markets: an evaluation plays {shown:,} markets of {where} "
-                    f"({size}) at once, {_gb(shown * limits.market_bytes(market))}, over "
+                    f"train.eval_markets: an evaluation plays {at_once:,} markets of {where} "
+                    f"({size}) at once, about "
+                    f"{limits.size_text(at_once * limits.market_bytes(market))}, over "
                     f"the {budget} a training run may use; at most {fit:,} fit"
                 )
 
@@ -766,14 +769,14 @@ def _pair(value, where: str, usage: str = "[low, high]") -> tuple[float, float]:
     if not (
         isinstance(value, list | tuple)
         and len(value) == 2
-        and all(_finite(x) is not None for x in value)
+        and all(finite_float(x) is not None for x in value)
     ):
-        shown = (
-            "[" + ", ".join(map(_shown, value)) + "]"
+        got = (
+            "[" + ", ".join(map(shown, value)) + "]"
             if isinstance(value, list | tuple)
-            else _shown(value)
+            else shown(value)
         )
-        raise ValueError(f"{where}: write {usage} (finite numbers), got {shown}")
+        raise ValueError(f"{where}: write {usage} (finite numbers), got {got}")
     return float(value[0]), float(value[1])
 
 
@@ -781,43 +784,18 @@ def _is_number(x) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def _finite(x) -> float | None:
-    """``x`` as a finite float; None for a non-number, inf, NaN or an integer too large
-    for a float."""
-    if not _is_number(x):
-        return None
-    try:
-        value = float(x)
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def _check_number(where: str, x, ok, expected: str) -> None:
     """A finite number ``x`` for which ``ok(x)`` holds; else a ValueError naming ``where``
     and what it takes (``expected``)."""
-    if _is_number(x) and _finite(x) is None:
-        raise ValueError(f"{where}: expected a finite number, got {_shown(x)}")
+    if _is_number(x) and finite_float(x) is None:
+        raise ValueError(f"{where}: expected a finite number, got {shown(x)}")
     if not (_is_number(x) and ok(x)):
-        raise ValueError(f"{where}: expected {expected}, got {_shown(x)}")
-
-
-def _shown(x) -> str:
-    """``repr(x)`` for a message; a huge integer by its number of digits (one short line)."""
-    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 96:
-        digits = math.floor(x.bit_length() * math.log10(2)) + 1
-        return f"an integer of about {digits} digits"
-    return repr(x)
-
-
-def _gb(n: int) -> str:
-    """A byte count for a message, as ``arena.limits`` writes them (any size)."""
-    return f"about {n / 1e9:.1f} GB" if n < 10**15 else "over 1,000,000 GB"
+        raise ValueError(f"{where}: expected {expected}, got {shown(x)}")
 
 
 def _count(n: int) -> str:
     """A count for a message (a huge one by its number of digits)."""
-    return f"{n:,}" if n.bit_length() <= 96 else _shown(n)
+    return f"{n:,}" if n.bit_length() <= 96 else shown(n)
 
 
 def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:

@@ -44,7 +44,6 @@ way from cost to the offer), whatever the buyer's own value.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,9 +67,11 @@ from agents.rl.features import (
 from agents.rl.nets import BuyerNet, BuyerNetConfig, SellerNet, SellerNetConfig
 from agents.scripted.matching import PlannedMatches
 from agents.scripted.sellers import GreedyMatcher, _at_most
+from arena.config import finite_float
 from arena.noise import uniform
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
 from arena.prices import cents
+from arena.words import shown
 
 PRICE_OFFSETS: tuple[float, ...] = (
     -0.3,
@@ -254,7 +255,7 @@ class RLSeller(SellerPolicy):
         prior = params.pop("signal_prior", 0.0)
         if isinstance(prior, bool) or not isinstance(prior, int | float):
             raise ValueError(f"signal_prior must be a number, got {prior!r}")
-        if not (is_finite_number(prior) and prior >= 0):
+        if not (finite_float(prior) is not None and prior >= 0):
             raise ValueError(f"signal_prior must be a finite number >= 0, got {prior!r}")
         flags = {}
         for name in ("assignment", "within_plan", "expert_pair"):
@@ -615,20 +616,6 @@ def _float_tuples(params: dict) -> dict[str, tuple[float, ...]]:
     return {k: tuple(float(x) for x in v) for k, v in params.items()}
 
 
-def is_finite_number(x: float) -> bool:
-    """Whether ``x`` is a finite number (an int too large for a float is not)."""
-    try:
-        return math.isfinite(x)
-    except OverflowError:  # an int beyond any float
-        return False
-
-
-def _shown(value: object) -> str:
-    """A value read from a checkpoint, as a message shows it (its repr, cut short)."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
-
-
 def _check_levels(
     params: dict,
     name: str,
@@ -647,9 +634,9 @@ def _check_levels(
     if not isinstance(value, list | tuple) or not all(
         isinstance(x, int | float) and not isinstance(x, bool) for x in value
     ):
-        raise ValueError(f"{name} must be a list of numbers, got {_shown(value)}")
+        raise ValueError(f"{name} must be a list of numbers, got {shown(value, 60)}")
     if not value and not empty:
         raise ValueError(f"{name} must not be empty")
     for x in value:
-        if not (is_finite_number(x) and (x > low if open_low else x >= low) and x <= high):
-            raise ValueError(f"{name}: each must be in {interval}, got {_shown(x)}")
+        if not (finite_float(x) is not None and (x > low if open_low else x >= low) and x <= high):
+            raise ValueError(f"{name}: each must be in {interval}, got {shown(x, 60)}")

@@ -79,8 +79,8 @@ def _check_memory(configs: list[tuple[str, MarketConfig]], markets: int) -> None
             fit = (limits.UNIT_MEMORY - limits.oracle_bytes(cfg)) // limits.market_bytes(cfg)
             raise limits.LimitError(
                 f"{name}: a batch of {markets:,} markets of {cfg.buyers:,} buyers x "
-                f"{cfg.products:,} products needs about {need / 1e9:.1f} GB, over the "
-                f"{limits.UNIT_MEMORY / 1e9:.1f} GB a unit may use; use --markets {fit:,} "
+                f"{cfg.products:,} products needs about {limits.size_text(need)}, over the "
+                f"{limits.size_text(limits.UNIT_MEMORY)} a unit may use; use --markets {fit:,} "
                 "or fewer"
             )
 

@@ -5,6 +5,7 @@ alike)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -56,6 +57,17 @@ def nonneg_int(text: str) -> int:
     value = _int(text)
     if value is None or value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def pos_number(text: str) -> float:
+    """A positive, finite number flag (a rate, a scale, seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import registry  # noqa: E402
 from agents.base import SellerAction, SellerPolicy  # noqa: E402
+from agents.command import pos_int
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
 from agents.scripted.sellers import GreedyMatcher  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="benchmarks/departures.py", description=__doc__.split("\n")[0]
     )
     ap.add_argument("sellers", nargs="+", metavar="SELLER", help="registry names or checkpoints")
-    ap.add_argument("--markets", type=int, default=500, help="markets per config")
+    ap.add_argument("--markets", type=pos_int, default=500, help="markets per config")
     ap.add_argument("--buyers", default="truthful", help="the buyers every seller meets")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     ap.add_argument(

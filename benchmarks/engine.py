@@ -20,6 +20,7 @@ import time
 import numpy as np
 from tabulate import tabulate
 
+from agents.command import pos_int
 from agents.rollout import play_batch, play_reference
 from agents.scripted.buyers import Truthful
 from agents.scripted.sellers import PostedPrice
@@ -87,7 +88,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument(
-        "--scalar-markets", type=int, default=300, help="markets played on the scalar reference"
+        "--scalar-markets", type=pos_int, default=300, help="markets played on the scalar reference"
     )
     args = ap.parse_args()
 

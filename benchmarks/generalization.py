@@ -51,6 +51,7 @@ from tabulate import tabulate
 
 from agents import registry
 from agents.base import BuyerPolicy
+from agents.command import nonneg_int, pos_int
 from agents.evaluate import evaluate_batch, mean_ci
 from agents.rl import checkpoint
 from arena.config import MarketConfig
@@ -128,7 +129,7 @@ def add_threads_flag(ap: argparse.ArgumentParser) -> None:
     """``--threads``: the torch threads the trained policies play with (see ``use_threads``)."""
     ap.add_argument(
         "--threads",
-        type=int,
+        type=pos_int,
         default=1,
         help="torch threads of the trained policies (default 1: on a 2-core machine a "
         "second thread buys little alone and costs much beside another busy process)",
@@ -510,10 +511,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/generalization.py", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--markets", type=int, default=5000, help="markets per cell")
+    ap.add_argument("--markets", type=pos_int, default=5000, help="markets per cell")
     ap.add_argument(
         "--seed",
-        type=int,
+        type=nonneg_int,
         default=SEED,
         help=f"root seed of the markets (default {SEED}: the published figures; another "
         "draws markets no recipe was chosen on)",

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from tabulate import tabulate
 
+from agents.command import nonneg_int, pos_int
 from agents.lm import train as lm_train
 from agents.lm.generate import SamplingKeys, encode_prompts, generate
 from agents.lm.model import build_tiny, load
@@ -106,12 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a local causal-LM directory (default: the tiny one)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's)")
-    parser.add_argument("--messages", type=int, default=128, help="messages per batch size")
-    parser.add_argument("--new-tokens", type=int, default=48)
-    parser.add_argument("--prompt-tokens", type=int, default=1536,
+    parser.add_argument(
+        "--threads", type=nonneg_int, default=1, help="torch CPU threads (0: torch's)"
+    )
+    parser.add_argument("--messages", type=pos_int, default=128, help="messages per batch size")
+    parser.add_argument("--new-tokens", type=pos_int, default=48)
+    parser.add_argument("--prompt-tokens", type=pos_int, default=1536,
                         help="prompt budget (the shipped lm_seller: 96)")  # fmt: skip
-    parser.add_argument("--grpo-steps", type=int, default=2)
+    parser.add_argument("--grpo-steps", type=pos_int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.threads > 0:

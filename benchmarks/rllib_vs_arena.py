@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 from agents import registry  # noqa: E402
+from agents.command import nonneg_int, pos_int, pos_number  # noqa: E402
 from agents.env import split_rows  # noqa: E402
 from agents.evaluate import play_markets  # noqa: E402
 from agents.rl import checkpoint  # noqa: E402
@@ -199,18 +200,20 @@ def reached(points: list[tuple[float, float]], target: float) -> float | None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(prog="benchmarks/rllib_vs_arena.py", description=__doc__)
-    ap.add_argument("--budget", type=float, default=300.0, help="training seconds per side")
-    ap.add_argument("--every", type=float, default=30.0, help="seconds between evaluations")
-    ap.add_argument("--markets", type=int, default=5000, help="held-out markets per point")
-    ap.add_argument("--envs", type=int, default=256, help="RLlib: markets per vector env")
-    ap.add_argument("--rllib-batch", type=int, default=8192, help="RLlib: env steps/iteration")
-    ap.add_argument("--rllib-minibatch", type=int, default=1024)
-    ap.add_argument("--rllib-epochs", type=int, default=4)
-    ap.add_argument("--rllib-lr", type=float, default=3e-4)
-    ap.add_argument("--arena-batch", type=int, default=1024, help="arena: markets a batch")
-    ap.add_argument("--arena-imitation", type=int, default=10, help="arena: warm-start batches")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads, both sides")
+    ap.add_argument("--budget", type=pos_number, default=300.0, help="training seconds per side")
+    ap.add_argument("--every", type=pos_number, default=30.0, help="seconds between evaluations")
+    ap.add_argument("--markets", type=pos_int, default=5000, help="held-out markets per point")
+    ap.add_argument("--envs", type=pos_int, default=256, help="RLlib: markets per vector env")
+    ap.add_argument("--rllib-batch", type=pos_int, default=8192, help="RLlib: env steps/iteration")
+    ap.add_argument("--rllib-minibatch", type=pos_int, default=1024)
+    ap.add_argument("--rllib-epochs", type=pos_int, default=4)
+    ap.add_argument("--rllib-lr", type=pos_number, default=3e-4)
+    ap.add_argument("--arena-batch", type=pos_int, default=1024, help="arena: markets a batch")
+    ap.add_argument(
+        "--arena-imitation", type=nonneg_int, default=10, help="arena: warm-start batches"
+    )
+    ap.add_argument("--seed", type=nonneg_int, default=0)
+    ap.add_argument("--threads", type=pos_int, default=1, help="torch threads, both sides")
     ap.add_argument("--side", choices=("both", "rllib", "arena"), default="both")
     ap.add_argument("--json", action="store_true", help="also print one JSON object")
     args = ap.parse_args(argv)

@@ -14,6 +14,7 @@ import time
 from tabulate import tabulate
 
 from agents import registry
+from agents.command import nonneg_int, pos_int
 from agents.evaluate import play_markets, summarize
 from arena.config import MarketConfig
 from tournaments.cli.common import HelpFormatter
@@ -29,8 +30,8 @@ def cell(summary: dict, name: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    ap.add_argument("--markets", type=int, default=2000, help="markets per pairing")
-    ap.add_argument("--seed", type=int, default=0, help="root seed of the markets")
+    ap.add_argument("--markets", type=pos_int, default=2000, help="markets per pairing")
+    ap.add_argument("--seed", type=nonneg_int, default=0, help="root seed of the markets")
     ap.add_argument("--markdown", action="store_true", help="a GitHub Markdown table")
     args = ap.parse_args()
 

@@ -37,6 +37,7 @@ import time
 
 from tabulate import tabulate
 
+from agents.command import pos_int
 from tournaments.cli.common import HelpFormatter
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -96,8 +97,8 @@ def spread(values: list[float], fmt: str = "{:.1f}") -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--spec", default=os.path.relpath(DEFAULT_SPEC), help="tournament spec")
-    ap.add_argument("--markets", type=int, help="override markets per match")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
+    ap.add_argument("--markets", type=pos_int, help="override markets per match")
+    ap.add_argument("--repeats", type=pos_int, default=3, help="runs of each configuration")
     ap.add_argument("--command", action="store_true", help="also time `arena tournament SPEC`")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from agents import registry
+from agents.command import pos_int
 from agents.rl import checkpoint
 from agents.rl.config import ConfigFamily, Opponent, TrainConfig
 from agents.rl.policies import RLSeller
@@ -77,9 +78,9 @@ def _fail(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(prog="benchmarks/training.py", description=__doc__.split("\n")[0])
-    ap.add_argument("--markets", type=int, default=4096, help="B, markets played at once")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each measurement")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument("--markets", type=pos_int, default=4096, help="B, markets played at once")
+    ap.add_argument("--repeats", type=pos_int, default=3, help="runs of each measurement")
+    ap.add_argument("--threads", type=pos_int, default=2, help="torch threads")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument(
         "--seller", metavar="DIR", help="a seller checkpoint to measure instead of rl_seller"

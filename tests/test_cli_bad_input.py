@@ -180,6 +180,32 @@ def test_bench_on_a_damaged_run_is_one_line(capsys, run_dir, tmp_path, monkeypat
     assert "bench report: " in err and "exited with code 1" in err
 
 
+def test_bench_engine_refuses_a_count_of_zero(capsys, monkeypatch):
+    """``--scalar-markets 0`` was a ZeroDivisionError traceback after the batched runs."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    assert main(["bench", "engine", "--scalar-markets", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "argument --scalar-markets: expected a positive integer, got '0'" in err
+    assert "Traceback" not in err
+
+
+def test_no_benchmark_flag_takes_an_unchecked_number():
+    """Every benchmark script's numeric flags go through a checked type (``pos_int``,
+    ``nonneg_int``, ``pos_number``): a bare ``int`` or ``float`` lets ``--markets -5`` or
+    ``--prior nan`` through to a traceback deep in the run (it did for ``scripted``,
+    ``engine`` and others)."""
+    import ast
+
+    unchecked = []
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                for kw in node.keywords:
+                    if kw.arg == "type" and getattr(kw.value, "id", "") in ("int", "float"):
+                        unchecked.append(f"{script.name}:{node.lineno}")
+    assert not unchecked, unchecked
+
+
 # ---------------------------------------------------------------------- contradictions
 def test_flags_that_contradict_each_other_are_refused(capsys, run_dir, tmp_path):
     err = refused(capsys, "tournament", "spec.toml", "--address", "127.0.0.1:1", "--no-ray")

@@ -7,7 +7,7 @@ import math
 import os
 from collections.abc import Iterable
 
-from agents.command import nonneg_int, pos_int  # noqa: F401 - the commands' flag types
+from agents.command import nonneg_int, pos_int, pos_number  # noqa: F401 - the commands' flag types
 from arena.words import plural  # noqa: F401 - the commands count in words
 
 
@@ -101,13 +101,13 @@ def at_most(limit: int, what: str):
 
 
 def pos_float(text: str) -> float:
+    """A positive number of seconds (``--connect-timeout``)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+        return pos_number(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds, got {text!r}"
+        ) from None
 
 
 def number(x: float, digits: int = 2) -> str:

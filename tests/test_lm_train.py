@@ -177,6 +177,12 @@ def test_a_commit_stopped_at_any_point_leaves_a_checkpoint_to_resume(tmp_path):
         ({"grpo": {"lr": -1e-3}}, "grpo.lr"),
         ({"sft": {"lr": 0.0}}, "sft.lr"),
         ({"grpo": {"kl": -0.1}}, "grpo.kl"),
+        ({"sft": {"markets": 10**9}}, "sft.markets: at most 1,000,000"),
+        ({"grpo": {"groups": 10**8}}, "grpo.groups x group_size: at most 4,096"),
+        ({"max_prompt_tokens": 100_000}, "over the model's max_positions"),
+        ({"model": {"hidden_size": 65_536}}, r"65,536 wide.*needs about [0-9.]+ GB, over the"),
+        ({"model": {"vocab_size": 10**7}}, "a vocabulary of 10,000,000"),
+        ({"micro_batch": 10**6}, "on 1,000,000 sequences"),
     ],
 )
 def test_bad_numbers_in_a_training_config_fail_before_any_training(changes, words):
@@ -190,6 +196,34 @@ def test_bad_numbers_in_a_training_config_fail_before_any_training(changes, word
             kw[key] = value
     with pytest.raises(ValueError, match=words):
         dataclasses.replace(TINY, **kw)
+
+
+def test_the_memory_estimate_grows_with_the_model_and_the_shipped_configs_fit():
+    """The estimate is 4 bytes x (5 copies of the parameters + a micro-batch's activations
+    and logits); the shipped seller's is a few tens of MB."""
+    import dataclasses
+
+    from agents.rl.config import TRAIN_MEMORY
+
+    shipped = LMTrainConfig.from_toml(ROOT / "agents/lm/configs/seller.toml")
+    assert 10e6 < shipped.memory_bytes() < 100e6 < TRAIN_MEMORY
+    m = shipped.model
+    h, i, v = m.hidden_size, m.intermediate_size, m.vocab_size
+    params = v * h + m.layers * (4 * h * h + 3 * h * i + 2 * h) + h
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    llama = LlamaConfig(
+        vocab_size=v,
+        hidden_size=h,
+        intermediate_size=i,
+        num_hidden_layers=m.layers,
+        num_attention_heads=m.heads,
+        num_key_value_heads=m.heads,
+        tie_word_embeddings=True,
+    )
+    assert params == sum(p.numel() for p in LlamaForCausalLM(llama).parameters())
+    wider = dataclasses.replace(shipped, micro_batch=2 * shipped.micro_batch)
+    assert wider.memory_bytes() > shipped.memory_bytes()
 
 
 class _Recorder:

@@ -75,8 +75,9 @@ from agents.lm.analyst import Analyst, NarratedTeacher
 from agents.lm.model import TinyModelConfig, build_tiny, load
 from agents.lm.policy import LMSeller, policy_file, write_policy_file
 from agents.lm.transcripts import teacher_records
-from agents.rl.config import MAX_SEED, MAX_THREADS
+from agents.rl.config import MAX_SEED, MAX_STEPS, MAX_THREADS, TRAIN_MEMORY
 from agents.rollout import play_batch
+from arena import limits
 from arena.config import MarketConfig, finite_float, load_market_file, read_toml
 from arena.generator import generate_batch, generate_keyed_batch
 from arena.rewards import VIOLATION_PENALTY
@@ -204,7 +205,53 @@ class LMTrainConfig:
         for ok, what in numbers:
             if not ok:
                 raise ValueError(f"expected {what}")
+        self._check_sizes()
         policy_file(self.policy, self.name, {})  # a bad entry name fails now, not at the end
+
+    def _check_sizes(self) -> None:
+        """Refuse, when the config is read, a run that could not fit memory or would run
+        without end: counts of markets and steps are capped, the tiny model's positions
+        must hold a prompt and its message, and its training must fit ``TRAIN_MEMORY``
+        (``memory_bytes``; a ``base_model`` is sized when it is loaded)."""
+        caps = [
+            ("sft.markets", self.sft.markets, limits.MAX_MARKETS_PER_MATCH),
+            ("sft.epochs", self.sft.epochs, MAX_STEPS),
+            ("grpo.steps", self.grpo.steps, MAX_STEPS),
+            ("grpo.groups x group_size", self.grpo.groups * self.grpo.group_size, 4096),
+            ("grpo.pool", self.grpo.pool, limits.MAX_MARKETS_PER_MATCH),
+            ("model.corpus_markets", self.model.corpus_markets, 100_000),
+        ]
+        for key, value, cap in caps:
+            if value > cap:
+                raise ValueError(f"{key}: at most {cap:,}, got {value:,}")
+        if self.base_model:
+            return
+        seq = self.max_prompt_tokens + self.max_new_tokens
+        if seq > self.model.max_positions:
+            raise ValueError(
+                f"max_prompt_tokens + max_new_tokens = {seq:,} is over the model's "
+                f"max_positions ({self.model.max_positions:,})"
+            )
+        if (need := self.memory_bytes()) > TRAIN_MEMORY:
+            raise ValueError(
+                f"[model] and micro_batch: training the tiny model "
+                f"({self.model.hidden_size:,} wide, {self.model.layers:,} layers, a vocabulary "
+                f"of {self.model.vocab_size:,}) on {self.micro_batch:,} sequences of {seq:,} "
+                f"tokens at once needs about {limits.size_text(need)}, over the "
+                f"{limits.size_text(TRAIN_MEMORY)} a training run may use"
+            )
+
+    def memory_bytes(self) -> int:
+        """About what training the tiny model needs at least (float32): the weights, their
+        gradients, Adam's two moments and the frozen reference (five copies), and one
+        micro-batch's activations (each layer's attention and MLP inputs and outputs) and
+        logits, kept for the backward pass."""
+        m = self.model
+        h, i = m.hidden_size, m.intermediate_size
+        params = m.vocab_size * h + m.layers * (4 * h * h + 3 * h * i + 2 * h) + h
+        tokens = self.micro_batch * (self.max_prompt_tokens + self.max_new_tokens)
+        activations = tokens * (m.layers * (6 * h + 3 * i) + 2 * m.vocab_size)
+        return 4 * (5 * params + activations)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: Path | None = None) -> LMTrainConfig:

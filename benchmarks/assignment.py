@@ -34,7 +34,6 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import registry  # noqa: E402
-from agents.command import pos_int
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
 from agents.scripted.sellers import AssignmentMatcher, GreedyMatcher  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/assignment.py", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--markets", type=pos_int, default=1000, help="markets per config")
+    ap.add_argument("--markets", type=int, default=1000, help="markets per config")
     ap.add_argument("--buyers", nargs="+", default=list(BUYERS), help="buyer kinds")
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), help="configs")
     ap.add_argument("--versus", nargs="+", default=[], metavar="SELLER", help="sellers to compare")

@@ -56,7 +56,6 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.base import HUMAN, BuyerAction, BuyerPolicy  # noqa: E402
-from agents.command import pos_int
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
 from arena.generator import generate, stack_instances  # noqa: E402
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs  # noqa: E402
@@ -333,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         description="The most surplus buyers who only accept or refuse can take from a seller.",
     )
     ap.add_argument("--seller", default="rl_seller", help="registry name or checkpoint")
-    ap.add_argument("--markets", type=pos_int, default=100, help="markets per config")
+    ap.add_argument("--markets", type=int, default=100, help="markets per config")
     ap.add_argument(
         "--configs",
         default=",".join(n for n, c in CONFIGS.items() if c.turns <= MAX_TURNS),

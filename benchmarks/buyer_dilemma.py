@@ -34,7 +34,6 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import registry  # noqa: E402
-from agents.command import pos_int
 from agents.evaluate import mean_ci  # noqa: E402
 from agents.population import Population  # noqa: E402
 from agents.rollout import play_batch  # noqa: E402
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("buyers", nargs="+", metavar="BUYER", help="registry names or checkpoints")
     ap.add_argument("--seller", default="rl_seller", help="the seller every market meets")
-    ap.add_argument("--markets", type=pos_int, default=2000, help="markets per config")
+    ap.add_argument("--markets", type=int, default=2000, help="markets per config")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     add_threads_flag(ap)

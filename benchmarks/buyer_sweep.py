@@ -33,7 +33,6 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents import registry  # noqa: E402
-from agents.command import pos_int
 from agents.evaluate import evaluate_batch, mean_ci  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
 from benchmarks.generalization import (  # noqa: E402
@@ -105,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="benchmarks/buyer_sweep.py", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--seller", default="rl_seller", help="the seller every market meets")
-    ap.add_argument("--markets", type=pos_int, default=1000, help="markets per config")
+    ap.add_argument("--markets", type=int, default=1000, help="markets per config")
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated configs")
-    ap.add_argument("--top", type=pos_int, default=3, help="best settings shown per config")
+    ap.add_argument("--top", type=int, default=3, help="best settings shown per config")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     add_threads_flag(ap)
     args = ap.parse_args(argv)

@@ -51,7 +51,6 @@ from tabulate import tabulate
 
 from agents import registry
 from agents.base import BuyerPolicy
-from agents.command import nonneg_int, pos_int
 from agents.evaluate import evaluate_batch, mean_ci
 from agents.rl import checkpoint
 from arena.config import MarketConfig
@@ -129,7 +128,7 @@ def add_threads_flag(ap: argparse.ArgumentParser) -> None:
     """``--threads``: the torch threads the trained policies play with (see ``use_threads``)."""
     ap.add_argument(
         "--threads",
-        type=pos_int,
+        type=int,
         default=1,
         help="torch threads of the trained policies (default 1: on a 2-core machine a "
         "second thread buys little alone and costs much beside another busy process)",
@@ -511,10 +510,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/generalization.py", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--markets", type=pos_int, default=5000, help="markets per cell")
+    ap.add_argument("--markets", type=int, default=5000, help="markets per cell")
     ap.add_argument(
         "--seed",
-        type=nonneg_int,
+        type=int,
         default=SEED,
         help=f"root seed of the markets (default {SEED}: the published figures; another "
         "draws markets no recipe was chosen on)",

@@ -22,7 +22,6 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.command import pos_int, pos_number
 from agents.rl import checkpoint  # noqa: E402
 from agents.rl.features import shrink_factor  # noqa: E402
 from arena.engine import BatchedMarket  # noqa: E402
@@ -58,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/signal_prior.py", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--markets", type=pos_int, default=5000, help="markets per config")
-    ap.add_argument("--prior", type=pos_number, default=None, help="tau (default: rl_seller's)")
+    ap.add_argument("--markets", type=int, default=5000, help="markets per config")
+    ap.add_argument("--prior", type=float, default=None, help="tau (default: rl_seller's)")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     args = ap.parse_args(argv)
     prior = args.prior

@@ -102,8 +102,6 @@ def main() -> None:
     ap.add_argument("--command", action="store_true", help="also time `arena tournament SPEC`")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = ap.parse_args()
-    if args.repeats < 1:
-        ap.error("--repeats must be at least 1")
     markets = "-" if args.markets is None else str(args.markets)
     loads = [os.getloadavg()[0]]
 

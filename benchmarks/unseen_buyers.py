@@ -32,7 +32,6 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.command import pos_int
 from agents.evaluate import evaluate_batch  # noqa: E402
 from arena.generator import generate_batch  # noqa: E402
 from benchmarks.buyer_bound import CounterOnce, parse_fractions  # noqa: E402
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="benchmarks/unseen_buyers.py", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--markets", type=pos_int, default=5000, help="markets per cell")
+    ap.add_argument("--markets", type=int, default=5000, help="markets per cell")
     ap.add_argument(
         "--shares",
         default=",".join(f"{x:g}" for x in SHARES),

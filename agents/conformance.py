@@ -162,9 +162,12 @@ def _check(
         try:
             engine = play_batch(batch, *pair(policy))
         except Exception as err:  # noqa: BLE001 - the check reports, it does not crash
-            problems.append(f"config {c}: raised {type(err).__name__}: {err}")
-            continue
+            engine, raised = None, f"config {c}: raised {type(err).__name__}: {err}"
+        # The malformed arrays seen before a raise say what the policy got wrong.
         problems += [f"config {c}: {p}" for p in dict.fromkeys(policy.problems)]
+        if engine is None:
+            problems.append(raised)
+            continue
         own = engine.seller_violations if side == "seller" else engine.buyer_violations
         if strict and own.sum():
             problems.append(f"config {c}: {int(own.sum())} violations by the {side}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 import pytest
@@ -386,11 +387,25 @@ def test_one_market_gives_no_interval_rather_than_a_point():
     assert np.isnan(lo) and np.isnan(hi)
 
 
-def test_elo_in_a_second_process_gives_the_same_ratings(records):
-    here = analyze(records, rating_rounds=20, effect_rounds=50, background=False)
-    beside = analyze(records, rating_rounds=20, effect_rounds=50, background=True)
-    assert [(r.player, r.elo, r.bt, r.lower, r.upper) for r in here.ratings] == [
-        (r.player, r.elo, r.bt, r.lower, r.upper) for r in beside.ratings
+def _no_fallback(monkeypatch):
+    """A background call that the child did not deliver fails instead of being made here,
+    and so does Elo computed here after the call."""
+    from tournaments import background
+    from tournaments import ratings as rt
+
+    def fell_back(*args, **kwargs):
+        raise AssertionError("fell back")
+
+    monkeypatch.setattr(background, "_resolve", fell_back)
+    monkeypatch.setattr(rt, "elo_shuffled_games", fell_back)
+
+
+def test_elo_in_a_second_process_gives_the_same_ratings(records, monkeypatch):
+    here = analyze(records, rating_rounds=20, effect_rounds=50, background=False).ratings
+    _no_fallback(monkeypatch)
+    beside = analyze(records, rating_rounds=20, effect_rounds=50, background=True).ratings
+    assert [(r.player, r.elo, r.bt, r.lower, r.upper) for r in here] == [
+        (r.player, r.elo, r.bt, r.lower, r.upper) for r in beside
     ]
 
 
@@ -398,6 +413,7 @@ def test_a_background_call_returns_what_the_call_returns_here():
     from tournaments.background import Background
 
     assert Background("math:hypot", 3.0, 4.0).result() == 5.0
+    assert Background("os:getpid").result() != os.getpid()  # made in another process
     # A child that fails leaves the call to this process, which raises as the call would.
     with pytest.raises(ValueError):
         Background("math:sqrt", -1.0).result()
@@ -410,6 +426,7 @@ def test_a_background_call_passes_large_arguments_through_pipes_not_files(tmp_pa
     from tournaments.background import Background
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _no_fallback(monkeypatch)
     big = np.arange(2_000_000, dtype=np.float64)  # 16 MB: far more than a pipe buffer
     t = time.perf_counter()
     call = Background("numpy:sum", big)

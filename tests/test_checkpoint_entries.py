@@ -19,6 +19,7 @@ from agents.rl.policies import RLBuyer, RLSeller
 from tests.test_tournament import assert_same_records, records
 from tournaments.runner import run_tournament
 from tournaments.spec import SpecError, load_spec
+from tournaments.store import StoreError
 
 SPEC = """
 [tournament]
@@ -71,7 +72,9 @@ def test_checkpoint_entries_play_the_same_on_ray_workers_and_actors(folder, ray_
     assert_same_records(base, records(folder / "actor"))
 
 
-def test_a_moved_checkpoint_is_the_same_entry_and_a_changed_one_a_different_spec(folder):
+def test_a_moved_checkpoint_is_the_same_entry_and_a_changed_one_a_different_spec(
+    folder, monkeypatch
+):
     spec = load_spec(str(folder / "spec.toml"))
     run_tournament(spec, folder / "run", use_ray=False, progress=False)
     moved = folder / "moved"
@@ -82,9 +85,22 @@ def test_a_moved_checkpoint_is_the_same_entry_and_a_changed_one_a_different_spec
     assert again.units_run == 0  # nothing to replay: the same spec
     torch.manual_seed(1)
     checkpoint.save(moved / "ck" / "seller", RLSeller(hidden=16), name="ck_seller")
-    with pytest.raises(ValueError, match="different spec|spec"):
-        run_tournament(load_spec(str(moved / "spec.toml")), folder / "run", use_ray=False,
-                       progress=False)  # fmt: skip
+    # This process registered ck_seller with the old weights: the changed one may not take
+    # its name.
+    taken = f"checkpoint {moved / 'ck' / 'seller'} is named 'ck_seller', which another entry"
+    with pytest.raises(SpecError, match=re.escape(taken)):
+        load_spec(str(moved / "spec.toml"))
+    # A fresh process (a fresh registry) reads the changed spec, which the store refuses.
+    fresh = {k: v for k, v in registry._ENTRIES.items() if not k.startswith("ck_seller")}
+    monkeypatch.setattr(registry, "_ENTRIES", fresh)
+    changed = load_spec(str(moved / "spec.toml"))
+    other = (
+        f"{folder / 'run'} holds results of a different spec (differs in "
+        "tournament.checkpoints); rerun with the same spec, seed and --markets, or choose "
+        "another --out"
+    )
+    with pytest.raises(StoreError, match=re.escape(other)):
+        run_tournament(changed, folder / "run", use_ray=False, progress=False)
 
 
 def test_bad_checkpoint_paths_in_a_spec_are_spec_errors(folder, tmp_path):

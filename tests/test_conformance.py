@@ -10,9 +10,10 @@ import pytest
 
 from agents import registry
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
-from agents.conformance import RandomBuyer, RandomSeller, check_buyer, check_seller
+from agents.conformance import CONFIGS, RandomBuyer, RandomSeller, check_buyer, check_seller
 from agents.scripted.buyers import Truthful
 from agents.scripted.sellers import GreedyMatcher
+from arena.observation import COUNTER
 from tournaments.spec import load_spec
 
 # The language-model seller was trained on one config (the default tournament's retail)
@@ -73,9 +74,34 @@ class GlobalRandom(BuyerPolicy):
 
 @dataclass
 class BadShapes(BuyerPolicy):
+    """One decision for the whole batch: the engine raises, after the check saw the shape."""
+
     def act(self, obs):
         d = Truthful().act(obs)
-        return BuyerAction(d.decision[:1], d.product, d.price.astype(np.float32) * np.nan)
+        return BuyerAction(d.decision[:1], d.product, d.price)
+
+
+@dataclass
+class FloatTargets(SellerPolicy):
+    """Valid offers, with the buyer indices as floats (which the engine plays as they are)."""
+
+    def act(self, obs):
+        a = RandomSeller().act(obs)
+        return SellerAction(a.to.astype(np.float64), a.product, a.price)
+
+
+@dataclass
+class NaNCounters(BuyerPolicy):
+    """Counters with a NaN price on the markets that wait for its answer (``live``), or only
+    on the padding rows that wait for none."""
+
+    live: bool = True
+
+    def act(self, obs):
+        a = RandomBuyer().act(obs)
+        rows = obs.needs_answer if self.live else ~obs.needs_answer
+        decision = np.where(rows, COUNTER, a.decision)
+        return BuyerAction(decision, a.product, np.where(rows, np.nan, a.price))
 
 
 @dataclass
@@ -90,11 +116,23 @@ def test_the_check_catches_broken_policies():
     assert any("one at a time" in p for p in problems), problems
     problems = check_buyer(lambda seed: GlobalRandom())
     assert any("not deterministic" in p for p in problems), problems
-    problems = check_buyer(lambda seed: BadShapes())
-    assert any("shape" in p for p in problems) or any("raised" in p for p in problems), problems
     problems = check_seller(lambda seed: Violator())
     assert any("violations by the seller" in p for p in problems), problems
     assert check_seller(lambda seed: Violator(), strict=False) == []
+
+
+def test_the_check_names_malformed_arrays():
+    configs = range(len(CONFIGS))
+    problems = check_buyer(lambda seed: BadShapes(), markets=12)
+    for c in configs:
+        assert f"config {c}: decision has shape (1,), expected (12,)" in problems, problems
+        assert any(p.startswith(f"config {c}: raised ValueError") for p in problems), problems
+    problems = check_seller(lambda seed: FloatTargets())
+    assert problems == [f"config {c}: to has dtype float64, expected integers" for c in configs]
+    problems = check_buyer(lambda seed: NaNCounters(), strict=False)
+    assert problems == [f"config {c}: a price on a live market is not finite" for c in configs]
+    # A NaN where no answer is asked is padding, not a malformed price.
+    assert check_buyer(lambda seed: NaNCounters(live=False)) == []
 
 
 @dataclass

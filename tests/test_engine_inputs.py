@@ -18,12 +18,13 @@ WEIRD_PRODUCT = [0, 1, -1, -2, 0.5, np.nan, 10**6, 3, 1.0]
 WEIRD_PRICE = [50.0, 5.0, -5.0, np.nan, np.inf, 1e12, 1e13, 99.99]
 
 
-def test_unwritable_actions_are_malformed_in_both_engines_alike():
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_unwritable_actions_are_malformed_in_both_engines_alike(seed):
     cfg = MarketConfig(buyers=3, products=2, inventory=1, turns=30, patience=0)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     b = 24
-    engine = BatchedMarket(generate_batch(cfg, 1, b))
-    markets = [Market(generate(cfg, 1, k)) for k in range(b)]
+    engine = BatchedMarket(generate_batch(cfg, seed + 1, b))
+    markets = [Market(generate(cfg, seed + 1, k)) for k in range(b)]
     seen = np.zeros(len(Violation), np.int64)
     for _ in range(cfg.turns):
         to = np.array([WEIRD_TO[i] for i in rng.integers(len(WEIRD_TO), size=b)], dtype=object)

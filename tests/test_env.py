@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -356,8 +358,13 @@ def test_replace_rows():
     out = replace_rows(base, np.array([False, True, False, True]), new)
     np.testing.assert_array_equal(out.indices, [0, 10, 2, 11])
     np.testing.assert_array_equal(out.values[1], new.values[0])
-    with pytest.raises(ValueError):
+    need = "replace_rows: need one market of the same config per marked row"
+    with pytest.raises(ValueError, match=need):
         replace_rows(base, np.array([True, False, False, False]), new)
+    # The right number of markets, of the same size, but drawn under another config.
+    other = generate_batch(dataclasses.replace(CFG, cost_level=0.1), 0, [10, 11])
+    with pytest.raises(ValueError, match=need):
+        replace_rows(base, np.array([False, True, False, True]), other)
 
 
 # ---------------------------------------------------------------------- rewards

@@ -71,7 +71,9 @@ def test_stream_is_the_documented_seed_sequence_child():
 
 @pytest.mark.parametrize(("seed", "index"), [(-1, 0), (0, -1)])
 def test_negative_seed_or_index_is_rejected(seed, index):
-    with pytest.raises(ValueError):
+    with pytest.raises(
+        ValueError, match=f"seed and index must be >= 0, got seed={seed}, index={index}"
+    ):
         generate(CFG, seed, index)
 
 
@@ -150,7 +152,9 @@ def test_generate_batch_int_means_range():
 
 @pytest.mark.parametrize("indices", [[], 0, [[0, 1]]])
 def test_generate_batch_rejects_empty_or_nested_indices(indices):
-    with pytest.raises(ValueError):
+    with pytest.raises(
+        ValueError, match="indices must be a non-empty 1-d sequence of market indices"
+    ):
         generate_batch(CFG, 0, indices)
 
 

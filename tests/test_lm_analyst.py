@@ -1,15 +1,15 @@
-"""The analyst's short list in a language-model seller's prompt: public information only,
-its best line the greedy matcher's move, the teacher's moves narrated as parsable messages."""
+"""The analyst's short list in a language-model seller's prompt: the greedy matcher's best
+open pairs in order, its best line the matcher's move, the teacher's moves narrated as
+parsable messages."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
 
+from agents.base import SellerAction
 from agents.env import SellerEnv
-from agents.lm.analyst import HEADER, Analyst, NarratedTeacher, narrate
+from agents.lm.analyst import HEADER, RANKS, Analyst, NarratedTeacher, narrate
 from agents.lm.prompts import CUE, seller_prompt
 from agents.rollout import play_batch
 from agents.scripted.buyers import Truthful
@@ -22,25 +22,53 @@ from arena.text import num
 CFG = MarketConfig(buyers=5, products=3, inventory=1, turns=8)
 
 
-def _notes(batch, top: int = 3) -> list[str]:
-    obs = SellerEnv.from_batch(batch, Truthful()).reset()
-    analyst = Analyst(top)
+def _ranked(value: np.ndarray, price: np.ndarray, top: int) -> list[tuple]:
+    """One market's ``top`` open pairs by expected margin, best first (ties: lowest buyer,
+    then product), from the matcher's (N, M) table: (buyer, product, price, margin)."""
+    n, m = value.shape
+    pairs = [(i, j) for i in range(n) for j in range(m) if np.isfinite(value[i, j])]
+    pairs.sort(key=lambda p: (-value[p], p))
+    return [(i, j, price[i, j], value[i, j]) for i, j in pairs[:top]]
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        CFG,
+        MarketConfig(buyers=2, products=3, turns=10),  # buyers refuse one product after another
+        MarketConfig(buyers=2, products=1, turns=4),  # fewer open pairs than the list's three
+    ],
+)
+def test_the_short_list_is_the_matchers_best_open_pairs_in_order(cfg):
+    """Turn by turn, as refusals come in, the analyst's list against a greedy matcher fed
+    the same turns: its three best open pairs, best first; a market with fewer lists all."""
+    batch = generate_batch(cfg, 3, 16)
+    env = SellerEnv.from_batch(batch, Truthful())
+    obs = env.reset()
+    analyst, matcher = Analyst(3), GreedyMatcher()
     analyst.reset(batch.size)
-    short = analyst.short_list(obs)
-    return [short.note(b) for b in range(batch.size)]
-
-
-def test_the_short_list_never_reads_private_values():
-    batch = generate_batch(CFG, 3, 32)
-    rng = np.random.default_rng(0)
-    other = dataclasses.replace(
-        batch,
-        values=batch.values + rng.uniform(-30.0, 30.0, batch.values.shape),
-        is_agent=~batch.is_agent,
-    )
-    notes = _notes(batch)
-    assert all(n.startswith(HEADER) for n in notes)
-    assert notes == _notes(other)
+    matcher.reset(batch.size)
+    for _ in range(cfg.turns - 1):
+        short = analyst.short_list(obs)
+        value, price = matcher.pair_table(obs)
+        for b in np.flatnonzero(~obs.done):
+            want = _ranked(value[b], price[b], 3)
+            got = [
+                (short.buyer[b, k], short.product[b, k], short.price[b, k], short.margin[b, k])
+                for k in range(len(want))
+            ]
+            assert got == want
+            assert (short.buyer[b, len(want) :] == -1).all()
+            lines = [
+                f"{RANKS[k]}: buyer {i}, product {j} at {p:.2f}, expected margin {num(v, 1)}"
+                for k, (i, j, p, v) in enumerate(want)
+            ]
+            assert short.note(b) == "\n".join([HEADER, *reversed(lines)])
+        # Offer the last listed pair: the truthful buyers refuse some of these.
+        last = np.maximum((short.buyer >= 0).sum(axis=1) - 1, 0)
+        pick = np.arange(batch.size), last
+        to, product = np.maximum(short.buyer[pick], 0), np.maximum(short.product[pick], 0)
+        obs = env.step(SellerAction(to, product, np.nan_to_num(short.price[pick]))).obs
 
 
 class _Recorder(NarratedTeacher):

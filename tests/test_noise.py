@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from arena import noise
 from arena.noise import hash64, normal, uniform
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -28,10 +29,13 @@ def test_uniform_lies_in_the_unit_interval():
     assert u.min() < 1e-4 and u.max() > 1 - 1e-4
 
 
-def test_uniform_never_reaches_one_even_for_an_all_ones_hash():
-    # The largest 53-bit mantissa maps strictly below 1.
-    top = (np.uint64(2**64 - 1) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
-    assert top < 1.0
+def test_uniform_never_reaches_one_even_for_an_all_ones_hash(monkeypatch):
+    # The largest 53-bit mantissa maps strictly below 1, and the smallest to 0.
+    monkeypatch.setattr(noise, "hash64", lambda *keys: np.full(3, 2**64 - 1, np.uint64))
+    np.testing.assert_array_equal(uniform(1, np.arange(3)), [(2**53 - 1) / 2**53] * 3)
+    assert uniform(1, np.arange(3)).max() < 1.0
+    monkeypatch.setattr(noise, "hash64", lambda *keys: np.full(3, 2**11 - 1, np.uint64))
+    np.testing.assert_array_equal(uniform(1, np.arange(3)), [0.0] * 3)
 
 
 def test_uniform_broadcasts_like_scalar_calls():

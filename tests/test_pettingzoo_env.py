@@ -50,10 +50,10 @@ def test_a_scripted_market_pays_every_side_exactly():
     assert obs["action_mask"][1] == 1  # an offer is on the table: accept is legal
     game.step(0)  # reject
     assert game.agent_selection == SELLER and game.rewards == dict.fromkeys(game.agents, 0.0)
-    # Turn 2: the same offer to buyer 1, who accepts.
-    price = game.seller_space.decode(
-        game._env.engine.seller_observation(), np.array([1 * k + 0])
-    ).price[0]
+    # Turn 2: the same offer to buyer 1, who accepts. The lowest level is buyer 1's signal
+    # 38.94 - 0.25 x the width 100 = 13.94, below the cost 18.4516: the cost, to the cent.
+    assert (inst.signals[1, 0], inst.costs[0]) == pytest.approx((38.9424, 18.4516), abs=1e-4)
+    price = 18.45
     game.step(1 * k + 0)
     assert game.agent_selection == "buyer_1"
     game.step(1)  # accept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import json
@@ -20,6 +21,7 @@ from agents.conformance import check_buyer, check_seller
 from agents.evaluate import play_markets
 from agents.rl import checkpoint
 from agents.rl.config import ConfigFamily, Opponent, TrainConfig, load_train_config
+from agents.rl.features import disclosure_features
 from agents.rl.policies import BID_SHARES, RLBuyer, RLSeller
 from agents.rl.ppo import gae, returns_to_go, start_policy, train
 from agents.scripted.buyers import Truthful
@@ -1509,7 +1511,9 @@ def test_the_previous_stage_3_is_kept_as_it_shipped():
 
 
 def test_a_config_can_extend_another_and_name_only_what_differs(tmp_path):
-    (tmp_path / "ckpt").mkdir()
+    # A buyer checkpoint: the opponents of a seller's run are built when the file is read.
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "agents/rl/checkpoints/rl_buyer", tmp_path / "ckpt")
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "b.toml").write_text(
         "[train]\nlr = 1e-3\niterations = 7\n[[opponents]]\nname = '../ckpt'\n"
@@ -1669,12 +1673,29 @@ def test_a_buyer_learns_whether_to_disclose_and_plays_as_three_variants(tmp_path
         m = play_markets(voluntary, 0, range(64), seller, entry.build(3))
         markets[entry.name] = m
     assert np.all(markets["tiny_buyer"]["buyer_surplus_disclosed"] == 0)
-    rates = [
-        np.mean(entry.build(3).disclose(np.ones((64, 4), bool), np.arange(64, dtype=np.uint64),
-                                        generate_batch(voluntary, 0, 64)))
-        for entry in (never, always, learned)
-    ]  # fmt: skip
-    assert rates[0] == 0.0 and rates[1] == 1.0 and 0.0 <= rates[2] <= 1.0
+    market = generate_batch(voluntary, 0, 64)
+    keys, every = np.arange(64, dtype=np.uint64), np.ones((64, 4), bool)
+    rates = [np.mean(entry.build(3).disclose(every, keys, market)) for entry in (never, always)]
+    assert rates == [0.0, 1.0]
+    # The learned variant discloses where its head's logit is positive, and only agents.
+    chooser = learned.build(3)
+    with torch.inference_mode():
+        logit = chooser.net.disclosure(torch.from_numpy(disclosure_features(market)))[0].numpy()
+    assert 0 < market.is_agent.sum() < market.is_agent.size
+    np.testing.assert_array_equal(
+        chooser.disclose(market.is_agent, keys, market), (logit > 0) & market.is_agent
+    )
+    fixed = copy.deepcopy(chooser)  # its network is shared with every build of the checkpoint
+    head = fixed.net.disclosure_head[-1]
+    rates = []
+    for bias in (1.0, -1.0):
+        with torch.no_grad():
+            head.weight.zero_()
+            head.bias.fill_(bias)
+        rates.append(np.mean(fixed.disclose(every, keys, market)))
+        chosen = fixed.disclose(market.is_agent, keys, market)
+        np.testing.assert_array_equal(chosen, market.is_agent & (bias > 0))  # agents only
+    assert rates == [1.0, 0.0]
     assert check_buyer(lambda seed: learned.build(seed), markets=6) == []
 
 

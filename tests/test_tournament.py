@@ -38,6 +38,21 @@ def small_spec(**tournament):
     return spec_from_dict(data)
 
 
+# The small spec with entries that draw keyed noise and keep state within a market (a
+# Thompson-sampling seller; noisy humans beside strategic agents): runs that agree on it
+# agree on every policy's dice, not only on deterministic play.
+NOISY = {
+    **SMALL,
+    "tournament": {**SMALL["tournament"], "sellers": ["pricing_bandit"], "buyers": ["mix"]},
+    "populations": {"mix": "human=noisy_human,agent=strategic"},
+    "markets": {name: {**cfg, "agent_share": 0.5} for name, cfg in SMALL["markets"].items()},
+}
+
+
+def noisy_spec(**tournament):
+    return spec_from_dict({**NOISY, "tournament": {**NOISY["tournament"], **tournament}})
+
+
 def records(folder) -> dict:
     store = ResultStore.open(folder)
     try:
@@ -151,7 +166,7 @@ def test_round_robin_and_seeds():
 
 # ---------------------------------------------------------------------- runs
 def test_results_do_not_depend_on_workers_or_ray(tmp_path, ray_session):
-    spec = small_spec()
+    spec = noisy_spec()
     run_tournament(spec, tmp_path / "local", use_ray=False, progress=False, unit_markets=50)
     run_tournament(spec, tmp_path / "one", workers=1, progress=False, unit_markets=50)
     run_tournament(spec, tmp_path / "two", workers=2, progress=False, unit_markets=50)
@@ -170,15 +185,15 @@ def test_results_do_not_depend_on_workers_or_ray(tmp_path, ray_session):
 
 
 def test_an_entry_hosted_in_its_own_actor_plays_the_same(tmp_path, ray_session):
-    spec = small_spec()
-    hosted = small_spec(hosted=["posted_price", "truthful"])
+    spec = noisy_spec()
+    hosted = noisy_spec(hosted=["pricing_bandit", "mix"])
     run_tournament(spec, tmp_path / "inproc", workers=2, progress=False)
     run_tournament(hosted, tmp_path / "actors", workers=2, progress=False)
     assert_same_records(records(tmp_path / "inproc"), records(tmp_path / "actors"))
 
 
 def test_a_killed_worker_is_replaced_and_results_are_the_same(tmp_path, ray_session):
-    spec = small_spec()
+    spec = noisy_spec()
     run_tournament(spec, tmp_path / "clean", use_ray=False, progress=False, unit_markets=30)
     killed = []
 
@@ -446,13 +461,13 @@ def test_more_workers_than_cpus_is_a_clear_error(tmp_path, ray_session):
 
 
 def test_a_killed_policy_host_is_replaced_and_results_are_the_same(tmp_path, ray_session):
-    hosted = small_spec(hosted=["posted_price"])
-    run_tournament(small_spec(), tmp_path / "clean", use_ray=False, progress=False, unit_markets=30)
+    hosted = noisy_spec(hosted=["pricing_bandit"])
+    run_tournament(noisy_spec(), tmp_path / "clean", use_ray=False, progress=False, unit_markets=30)
     killed = []
 
     def kill_host(result, ctx):
         if not killed:
-            ray_session.kill(ctx["hosts"][("seller", "posted_price")])
+            ray_session.kill(ctx["hosts"][("seller", "pricing_bandit")])
             killed.append(True)
 
     summary = run_tournament(

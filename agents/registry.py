@@ -1,7 +1,9 @@
 """Policies registered by name.
 
 An entry has a side (seller | buyer), a kind (``human``: a simulated person;
-``agent``), a factory and its default parameters. Every agent-kind buyer also
+``agent``), a factory and its default parameters. The kind is its policy's own (the
+``kind`` its class sets), which play reads; ``register`` and ``Entry.build`` refuse an
+entry whose policy is of another side or kind (``check_entry``). Every agent-kind buyer also
 exists as ``NAME+disclosed``: the same policy, which under the voluntary rule
 tells the seller it is an agent (under ``mandatory`` the market tells anyway).
 """
@@ -9,10 +11,12 @@ tells the seller it is an agent (under ``mandatory`` the market tells anyway).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import numbers
 import os
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy
+from agents.base import AGENT, HUMAN, BuyerPolicy, SellerPolicy, is_entry_name
 from agents.population import Population
 from agents.scripted.buyers import Haggler, NoisyHuman, StrategicAgent, Threshold, Truthful
 from agents.scripted.sellers import (
@@ -33,12 +37,14 @@ from agents.scripted.sellers import (
     PricingBandit,
     RandomTarget,
 )
+from arena.config import finite_float
 from arena.seeding import keyed_seed
 from arena.words import shown
 
 DISCLOSED_SUFFIX = "+disclosed"
 LEARNED_SUFFIX = "+learned"  # an RL buyer whose network chooses whether to disclose
 VARIANT_SUFFIXES = (DISCLOSED_SUFFIX, LEARNED_SUFFIX)
+SIDES = {"seller": SellerPolicy, "buyer": BuyerPolicy}  # side -> the class its policies extend
 
 
 class UnknownEntry(KeyError):
@@ -78,20 +84,32 @@ class Entry:
         return {**out, **self.params}
 
     def build(self, seed: int = 0, **overrides: Any) -> SellerPolicy | BuyerPolicy:
+        """The entry's policy under root seed ``seed``, its parameters replaced by
+        ``overrides``. A policy of the other side, or of another kind than the entry's
+        (which a factory that is not a class can only show once it has built one), is an
+        error naming the entry."""
         params = {**self.params, **overrides}
-        names = set(_factory_params(self.factory, defaults_only=False))
-        if "seed" in names:
+        if "seed" in _factory_params(self.factory, defaults_only=False):
             params.setdefault("seed", policy_seed(seed, self.base_name))
+        self.check_params(params)
+        policy = self.factory(**params)
+        problem = _policy_mismatch(self, type(policy), getattr(policy, "kind", None))
+        if problem:
+            raise ValueError(problem)
+        if self.disclosed:
+            policy = Disclosing(policy)
+        return policy
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        """Every parameter one the factory takes, of the type of its default
+        (``_check_param``); a ValueError naming the entry otherwise."""
+        names = set(_factory_params(self.factory, defaults_only=False))
         unknown = sorted(set(params) - names)
         if unknown:
             raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
         defaults = _factory_params(self.factory)
         for key, value in params.items():
             _check_param(self.name, key, value, defaults.get(key))
-        policy = self.factory(**params)
-        if self.disclosed:
-            policy = Disclosing(policy)
-        return policy
 
 
 def _factory_params(factory: Callable[..., Any], defaults_only: bool = True) -> dict[str, Any]:
@@ -116,7 +134,8 @@ def _factory_params(factory: Callable[..., Any], defaults_only: bool = True) -> 
 def _check_param(entry: str, key: str, value: Any, default: Any) -> None:
     """A parameter of the type of its default (a number where the default is a number,
     true or false where it is a flag, a string where it is a string), so that a value
-    of the wrong type is an error naming the entry, not a failure deep in its play."""
+    of the wrong type is an error naming the entry, not a failure deep in its play.
+    Every number, alone or in a list, is finite, as in a checkpoint's parameters."""
     if isinstance(default, bool | np.bool_):
         ok, what = isinstance(value, bool | np.bool_), "true or false"
     elif isinstance(default, numbers.Real):
@@ -125,9 +144,14 @@ def _check_param(entry: str, key: str, value: Any, default: Any) -> None:
     elif isinstance(default, str):
         ok, what = isinstance(value, str), "a string"
     else:
-        return
+        ok, what = True, ""
     if not ok:
         raise ValueError(f"{entry}: parameter {key} must be {what}, got {shown(value)}")
+    for x in value if isinstance(value, list | tuple) else [value]:
+        if isinstance(x, np.generic):
+            x = x.item()
+        if isinstance(x, numbers.Real) and not isinstance(x, bool) and finite_float(x) is None:
+            raise ValueError(f"{entry}: parameter {key} must be finite, got {shown(value)}")
 
 
 def policy_seed(root: int, name: str) -> int:
@@ -166,12 +190,84 @@ _ENTRIES: dict[str, Entry] = {}
 
 
 def register(entry: Entry) -> None:
+    """Add ``entry`` (and, for an agent buyer, its ``+disclosed`` twin) to the registry.
+    A ValueError naming the entry if it is not one that can play (``check_entry``) or its
+    name is taken."""
+    check_entry(entry)
     if entry.name in _ENTRIES:
         raise ValueError(f"entry {entry.name!r} is registered twice")
     _ENTRIES[entry.name] = entry
     if entry.side == "buyer" and entry.kind == AGENT and not entry.disclosed:
         twin = _disclosed_twin(entry)
         _ENTRIES[twin.name] = twin
+
+
+def check_entry(entry: Entry) -> None:
+    """What registration checks, without building the policy: a name a command line and
+    a spec can give (``is_entry_name``), a known side and kind, a callable factory, the
+    side and kind of the policy class it builds where that shows without calling it (a
+    class or a ``functools.partial`` of one: its side and kind; a function: the side of
+    the class its return annotation names), and the entry's parameters
+    (``Entry.check_params``: known, of their defaults' types, finite). ``Entry.build``
+    checks the built policy's side and kind, whatever the factory."""
+    name = entry.name
+    if not is_entry_name(name):
+        raise ValueError(
+            f"entry name {shown(name)}: a name is a non-empty string without blanks or any "
+            "of | # / \\ , : = and does not start with '.'"
+        )
+    if entry.side not in tuple(SIDES):  # a tuple: an unhashable side is an error too
+        raise ValueError(
+            f"entry {name!r}: side must be 'seller' or 'buyer', got {shown(entry.side)}"
+        )
+    if entry.kind not in (HUMAN, AGENT):
+        raise ValueError(
+            f"entry {name!r}: kind must be 'human' or 'agent', got {shown(entry.kind)}"
+        )
+    if not callable(entry.factory):
+        raise ValueError(
+            f"entry {name!r}: the factory must be a policy class or a function that builds "
+            f"one, got {shown(entry.factory)}"
+        )
+    factory = entry.factory
+    while isinstance(factory, functools.partial):
+        factory = factory.func
+    if isinstance(factory, type):  # the class it builds: its side and its kind
+        cls, kind = factory, getattr(factory, "kind", None)
+    else:  # a function: the class its return annotation names, perhaps a base: its side only
+        cls, kind = _returned_class(factory), None
+    if cls is not None:
+        problem = _policy_mismatch(entry, cls, kind if isinstance(kind, str) else None)
+        if problem:
+            raise ValueError(problem)
+    entry.check_params(entry.params)
+
+
+def _returned_class(factory: Callable[..., Any]) -> type | None:
+    """The class a function's return annotation names, if it names one class."""
+    try:
+        hint = typing.get_type_hints(factory).get("return")
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve tells nothing
+        return None
+    return hint if isinstance(hint, type) else None
+
+
+def _policy_mismatch(entry: Entry, cls: type, kind: Any) -> str | None:
+    """Why a policy of class ``cls`` and kind ``kind`` (None: not known) cannot play
+    ``entry``, or None. The engine reads a buyer's kind from its policy, so an entry's
+    kind that its policy does not share would be listed one way and played the other."""
+    base = SIDES[entry.side]
+    if not issubclass(cls, base):
+        other = next((s for s, b in SIDES.items() if issubclass(cls, b)), None)
+        what = f"a {other} policy" if other else f"not a {base.__name__} (agents.base)"
+        return f"entry {entry.name!r} is a {entry.side} entry, but {cls.__name__} is {what}"
+    if kind is not None and kind != entry.kind:
+        return (
+            f"entry {entry.name!r} is registered as kind {entry.kind!r}, but its policy "
+            f"{cls.__name__} has kind {shown(kind)}: set kind = {entry.kind!r} on the class "
+            f"or register the entry as {shown(kind)}"
+        )
+    return None
 
 
 def entries(side: str | None = None) -> list[Entry]:

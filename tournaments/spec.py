@@ -322,7 +322,9 @@ def _checkpoints(t: dict, base: str | None, stored_ok: bool) -> tuple[tuple, tup
     paths = _str_list(t, "checkpoints", [])
     found: dict[str, tuple[str, Any]] = {}
 
-    def resolve(name: str) -> str:
+    def resolve(name: str, side: str | None = None) -> str:
+        """The entry name of a checkpoint path (``name`` itself if it is not a path),
+        listed as a ``side`` entry (None: in ``checkpoints``, any side)."""
         from agents import registry
 
         if not registry.looks_like_path(name):
@@ -338,6 +340,11 @@ def _checkpoints(t: dict, base: str | None, stored_ok: bool) -> tuple[tuple, tup
             raise SpecError(str(err)) from None
         meta = data.meta()
         entry = meta["policy"]["name"]
+        _check(
+            side in (None, meta["policy"]["side"]),
+            f"tournament.{side}s: {name!r} is a {meta['policy']['side']} entry ({entry!r}), "
+            f"not a {side}",
+        )
         digest = meta["provenance"]["weights_sha256"]
         # Other weights, or the same weights played by another config: not one player.
         if entry in found and found[entry][1].identity != data.identity:
@@ -345,14 +352,36 @@ def _checkpoints(t: dict, base: str | None, stored_ok: bool) -> tuple[tuple, tup
         found[entry] = (digest, data)
         return entry + suffix
 
-    for key in ("sellers", "buyers"):
-        t[key] = [resolve(n) for n in t[key]]
+    for side in ("seller", "buyer"):
+        t[side + "s"] = [resolve(n, side) for n in t[side + "s"]]
     for p in paths:
         resolve(p if "/" in p else "./" + p)
     return (
         tuple(sorted((k, v[0]) for k, v in found.items())),
         tuple(v[1] for _, v in sorted(found.items())),
     )
+
+
+def _check_sides(t: dict, pops: dict, checkpoints: tuple) -> None:
+    """A name listed both in ``sellers`` and in ``buyers`` whose side is known (a
+    population, a checkpoint of this spec, a registered entry): an error saying which side
+    it plays. A name known nowhere is left to ``TournamentSpec``'s check (both lists)."""
+    from agents import registry
+
+    sides = {}
+    for data in checkpoints:
+        policy = data.meta()["policy"]
+        sides[policy["name"]] = policy["side"]
+    for name in sorted(set(t["sellers"]) & set(t["buyers"])):
+        side = "buyer" if name in pops else sides.get(name)
+        if side is None:
+            try:
+                side = registry.get(name).side
+            except (registry.UnknownEntry, ValueError):
+                continue
+        other = "seller" if side == "buyer" else "buyer"
+        what = "buyer population" if name in pops else f"{side} entry"
+        raise SpecError(f"tournament.{other}s: {name!r} is a {what}, not a {other}")
 
 
 def spec_from_dict(
@@ -402,6 +431,8 @@ def spec_from_dict(
         except (TypeError, ValueError) as err:
             raise SpecError(f"configs.{name}: {err}") from None
     checkpoints, data_list = _checkpoints(t, base, stored_ok=not check_entries)
+    if check_entries:
+        _check_sides(t, pops, data_list)
     spec = TournamentSpec(
         name=_name(t),
         seed=_int_key(t, "seed", 0, 0),

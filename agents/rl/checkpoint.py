@@ -54,6 +54,7 @@ from arena.words import shown
 FORMAT = "agent-market-arena/policy-1"
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
+LM_POLICY = "policy.json"  # what marks a language-model directory (agents.lm.policy.POLICY_FILE)
 
 # class name -> (policy class, net class, net config class, side)
 POLICY_CLASSES: dict[str, tuple[type, type, type, str]] = {
@@ -184,12 +185,15 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def is_checkpoint(path: str | os.PathLike) -> bool:
-    """Whether ``path`` names a checkpoint directory (it holds a config.json)."""
-    return Path(path).is_dir() and (Path(path) / CONFIG).is_file()
+    """Whether ``path`` names a checkpoint directory: it holds a config.json and no
+    policy.json (a language-model directory holds both)."""
+    root = Path(path)
+    return root.is_dir() and (root / CONFIG).is_file() and not (root / LM_POLICY).is_file()
 
 
 def read_checkpoint(path: str | os.PathLike) -> CheckpointData:
-    """The checkpoint's bytes, checked (``CheckpointError`` if anything is wrong)."""
+    """The checkpoint's bytes, checked (``CheckpointError`` if anything is wrong; for a
+    language-model directory, one that says what it is and how it plays instead)."""
     root = Path(path)
     try:
         found = root.is_dir()
@@ -197,6 +201,9 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointData:
         raise CheckpointError(f"{_short(str(root))}: cannot read ({err.strerror})") from None
     if not found:
         raise CheckpointError(f"{root}: no such checkpoint directory")
+    language_model = _language_model(root)
+    if language_model:
+        raise CheckpointError(language_model)
     files = {}
     for name in (CONFIG, WEIGHTS):
         try:
@@ -206,6 +213,32 @@ def read_checkpoint(path: str | os.PathLike) -> CheckpointData:
     data = CheckpointData(str(root), files[CONFIG], files[WEIGHTS])
     _check_weights(data, _parse_config(data))
     return data
+
+
+def _language_model(root: Path) -> str | None:
+    """What a language-model directory given as a checkpoint is, and how it plays instead
+    (None for any other directory): a trained model (its policy.json names its side) or
+    the run folder ``agents.lm.train`` writes (the trained model in ``final``)."""
+    for model in (root, root / "final"):
+        if not (model / LM_POLICY).is_file():
+            continue
+        try:
+            side = json.loads((model / LM_POLICY).read_text()).get("side")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            side = None
+        register = "register it as an entry built by agents.lm.policy.from_directory"
+        if side == "seller":
+            todo = f"evaluate it with `python -m agents.lm.evaluate --model {model}` or {register}"
+        else:
+            todo = register
+        who = f"language-model {side}" if side in ("seller", "buyer") else "language model"
+        if model == root:
+            return f"{root}: a {who} ({LM_POLICY}), not an RL checkpoint; {todo}"
+        return (
+            f"{root}: a language-model training run, not an RL checkpoint; its trained {who} "
+            f"is {model}: {todo}"
+        )
+    return None
 
 
 def _short(text: str, most: int = 200) -> str:

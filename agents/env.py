@@ -57,12 +57,14 @@ from typing import Any
 import numpy as np
 
 from agents.base import AGENT, HUMAN, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.population import Population
 from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import MarketBatch, generate_batch, generate_keyed_batch, replace_rows
 from arena.metrics import welfare_bounds
 from arena.observation import BuyerObs, SellerObs, take_rows
 from arena.rewards import VIOLATION_PENALTY, profit_scale
+from arena.words import plural
 
 MARKET_SOURCES = ("keyed", "exact")
 
@@ -100,6 +102,49 @@ def split_rows(
         )
     edges = np.concatenate([[0], np.cumsum(counts)])
     return [np.arange(edges[k], edges[k + 1]) for k in range(w.size)]
+
+
+def check_kinds(
+    buyer: BuyerPolicy,
+    markets: MarketConfig | Sequence[MarketConfig],
+    label: str,
+    where: str,
+) -> None:
+    """Refuse a population split by kind (``human=H,agent=A``) that would play one member
+    only: its members play the buyers of the kinds each market draws (``agent_share``),
+    so where no market has an agent buyer (or none a human one) it plays as the other
+    member alone would, and says nothing. ``markets``: the config of a fixed market, or
+    the markets a family can draw (those with the most agent and the most human buyers,
+    ``agents.rl.config.ConfigFamily.kind_ends``), refused only if none of them has a
+    buyer of that kind. ``label`` names the population in the message, ``where`` where
+    agent_share is set. A population by share, or one entry, always passes."""
+    if not isinstance(buyer, Population) or buyer.shares is not None:
+        return
+    one = markets if isinstance(markets, MarketConfig) else None
+    configs = [one] if one is not None else list(markets)
+    if all(c.num_agents == 0 for c in configs):
+        what = (
+            f"no buyer of this market is an agent (agent_share = {one.agent_share:g} of "
+            f"{plural(one.buyers, 'buyer')})"
+            if one is not None
+            else "no market the family can draw has an agent buyer (agent_share at most "
+            f"{max(c.agent_share for c in configs):g})"
+        )
+        raise ValueError(
+            f"{label} splits buyers by kind, but {what}; set agent_share in {where}, or "
+            "name one entry"
+        )
+    if all(c.num_agents == c.buyers for c in configs):
+        what = (
+            f"every buyer of this market is an agent (agent_share = {one.agent_share:g})"
+            if one is not None
+            else "every buyer of every market the family can draw is an agent "
+            f"(agent_share at least {min(c.agent_share for c in configs):g})"
+        )
+        raise ValueError(
+            f"{label} splits buyers by kind, but {what}; lower agent_share in {where}, or "
+            "name one entry"
+        )
 
 
 def merge_actions(batch_size: int, parts: list[tuple[np.ndarray, Any]], cls: type) -> Any:

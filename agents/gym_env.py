@@ -46,7 +46,7 @@ from gymnasium.vector.utils import batch_space
 
 from agents import registry
 from agents.base import AGENT, BuyerPolicy, SellerPolicy
-from agents.env import BuyerEnv, SellerEnv, split_rows
+from agents.env import BuyerEnv, SellerEnv, check_kinds, split_rows
 from agents.spaces import BUYER_SHARES, SELLER_OFFSETS, BuyerSpace, SellerSpace
 from arena.config import MarketConfig, load_market_file
 from arena.engine import BatchedMarket
@@ -87,8 +87,13 @@ def _names(opponents: str | Sequence[str]) -> list[str]:
     return [opponents] if isinstance(opponents, str) else list(opponents)
 
 
-def _buyers(names: list[str], seed: int) -> list[BuyerPolicy]:
-    return [registry.make_buyers(n, seed=seed) for n in names]
+def _buyers(names: list[str], seed: int, config: MarketConfig) -> list[BuyerPolicy]:
+    """The buyer opponents; one split by kind must meet both kinds in ``config``
+    (``agents.env.check_kinds``)."""
+    out = [registry.make_buyers(n, seed=seed) for n in names]
+    for name, buyer in zip(names, out, strict=True):
+        check_kinds(buyer, config, f"buyers {name!r}", "the config")
+    return out
 
 
 def _sellers(names: list[str], seed: int) -> list[SellerPolicy]:
@@ -192,10 +197,12 @@ class SellerGymEnv(MarketSeeds, gym.Env):
 
     ``config``: a ``MarketConfig``, a ``[market]`` dict or a TOML file (its N and M fix
     the spaces). ``buyers``: an opponent (registry name, population, checkpoint path) or
-    a list of them, one drawn per market by ``weights``. ``penalty``: the reward's cost
-    per violation. ``offsets``: the price levels (``agents.spaces.SellerSpace``).
-    ``opponent_seed``: the opponents' dice. ``render_mode="ansi"``: ``render()`` returns
-    the seller's view of the market as text.
+    a list of them, one drawn per market by ``weights``; a population split by kind
+    (``human=H,agent=A``) needs a config with buyers of both kinds (0 < agent_share x
+    buyers, rounded, < buyers), else it is refused (``agents.env.check_kinds``).
+    ``penalty``: the reward's cost per violation. ``offsets``: the price levels
+    (``agents.spaces.SellerSpace``). ``opponent_seed``: the opponents' dice.
+    ``render_mode="ansi"``: ``render()`` returns the seller's view of the market as text.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -216,7 +223,7 @@ class SellerGymEnv(MarketSeeds, gym.Env):
         self.config = market_config(config)
         self.space = SellerSpace(self.config.buyers, self.config.products, tuple(offsets))
         self.observation_space, self.action_space = seller_spaces(self.space)
-        self.opponents = _buyers(_names(buyers), opponent_seed)
+        self.opponents = _buyers(_names(buyers), opponent_seed, self.config)
         self.weights = _weights(weights, len(self.opponents))
         self.penalty = penalty
         self.render_mode = render_mode
@@ -294,7 +301,7 @@ class SellerVectorEnv(VectorEnv):
         self.single_observation_space, self.single_action_space = seller_spaces(self.space)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.opponents = _buyers(_names(buyers), opponent_seed)
+        self.opponents = _buyers(_names(buyers), opponent_seed, self.config)
         self.weights = None if weights is None else list(weights)
         names = _names(buyers)
         shares = self.weights or [1.0] * len(names)
@@ -395,7 +402,8 @@ class BuyerGymEnv(MarketSeeds, gym.Env):
     """One market; the learner is one buyer of it, the seat (module docstring).
 
     ``sellers``: the seller opponent(s) (one drawn per market by ``weights``);
-    ``others``: the buyer entry or population that plays the other buyers; ``seat``: the
+    ``others``: the buyer entry or population that plays the other buyers (one split by
+    kind needs both kinds in the config, as ``SellerGymEnv``'s buyers); ``seat``: the
     learner's buyer index, or None to draw one per market; ``kind``: the learner's kind
     (``agent`` or ``human``); ``disclose``: whether it discloses under the voluntary rule.
     A market whose seller never asks the seat is skipped (at most 1,000 in a row).
@@ -427,6 +435,7 @@ class BuyerGymEnv(MarketSeeds, gym.Env):
         self.opponents = _sellers(_names(sellers), opponent_seed)
         self.weights = _weights(weights, len(self.opponents))
         self.others = registry.make_buyers(others, seed=opponent_seed)
+        check_kinds(self.others, self.config, f"others {others!r}", "the config")
         self.seat_choice = seat
         self.kind = kind
         self.disclose = disclose

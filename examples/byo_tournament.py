@@ -1,13 +1,18 @@
-"""Play a policy class of one's own in a tournament (docs/bring_your_own_agent.md).
+"""Play a policy class of one's own in a tournament from a script of one's own
+(docs/bring_your_own_agent.md).
 
     python examples/byo_tournament.py --out runs/byo            # on Ray (local)
     python examples/byo_tournament.py --out runs/byo --no-ray   # in this process
     arena report runs/byo --html
 
+The command line plays the same tournament, with the same results:
+
+    arena tournament examples/byo.toml --agents examples/my_agents.py --out runs/byo
+
 The class (``my_agents.SignalSeller``) becomes a registry entry, ``signal_seller``, and
-the spec names it like any other. On Ray, the match workers are other processes: the
-runtime environment ships the module to them (``py_modules``) and registers the entry in
-each of them before it plays (``worker_process_setup_hook``).
+the spec (``examples/byo.toml``) names it like any other. On Ray, the match workers are
+other processes: here the runtime environment ships the module to them (``py_modules``)
+and registers the entry in each of them before it plays (``worker_process_setup_hook``).
 """
 
 from __future__ import annotations
@@ -21,20 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import my_agents  # noqa: E402
 
 from tournaments.runner import run_tournament  # noqa: E402
-from tournaments.spec import spec_from_dict  # noqa: E402
+from tournaments.spec import load_spec  # noqa: E402
 
-SPEC = {
-    "tournament": {
-        "name": "byo",
-        "markets": 500,
-        "sellers": ["signal_seller", "greedy_matcher", "posted_price"],
-        "buyers": ["truthful", "haggler", "mixed"],
-        "disclosure": ["hidden", "mandatory"],
-        "reference": "posted_price",
-    },
-    "populations": {"mixed": "human=noisy_human,agent=strategic"},
-    "configs": {"retail": {"buyers": 8, "products": 4, "agent_share": 0.5}},
-}
+SPEC = Path(__file__).resolve().parent / "byo.toml"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     my_agents.register_entries()  # here, for the spec's check of its entries
-    data = {**SPEC, "tournament": {**SPEC["tournament"], "markets": args.markets}}
-    spec = spec_from_dict(data)
+    spec = load_spec(str(SPEC), markets=args.markets)
     if not args.no_ray:
         import ray
 

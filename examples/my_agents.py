@@ -4,6 +4,12 @@ empty class to a seller that plays in a tournament.
     arena check examples/my_agents.py:EmptySeller     # does not conform: no act()
     arena check examples/my_agents.py:FirstTry        # does not conform: violations
     arena check examples/my_agents.py:SignalSeller    # conforms
+
+``register_entries`` makes ``SignalSeller`` the entry ``signal_seller``; ``--agents``
+registers it for a command:
+
+    arena eval --agents examples/my_agents.py --seller signal_seller --buyers haggler
+    arena tournament examples/byo.toml --agents examples/my_agents.py --out runs/byo
 """
 
 from __future__ import annotations
@@ -59,8 +65,10 @@ class SignalSeller(SellerPolicy):
 
 
 def register_entries() -> None:
-    """Make ``signal_seller`` a registry entry in this process (a tournament's Ray workers
-    call it too: examples/byo_tournament.py)."""
+    """Make ``signal_seller`` a registry entry in this process, once: calling it again
+    changes nothing. ``--agents examples/my_agents.py`` calls it in the command's process
+    and, in a tournament on Ray, in each worker before it plays (as
+    ``examples/byo_tournament.py`` has Ray do)."""
     from agents.registry import Entry, entries, register
 
     if "signal_seller" not in {e.name for e in entries()}:

@@ -1,5 +1,5 @@
 """``arena check MODULE:CLASS`` and the bring-your-own-agent guide's examples, run as the
-guide runs them."""
+guide runs them (``--agents`` itself: tests/test_user_agents.py)."""
 
 from __future__ import annotations
 
@@ -75,3 +75,23 @@ def test_the_guides_tournament_plays_the_new_entry(tmp_path):
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and "signal_seller" in proc.stdout
+    # The guide's command line plays the same spec with the same results.
+    cli = tmp_path / "cli"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tournaments.cli", "tournament", str(ROOT / "examples" / "byo.toml"),
+         "--agents", str(AGENTS), "--out", str(cli), "--markets", "20", "--no-ray", "--quiet"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert exported(cli, env) == exported(out, env)
+
+
+def exported(folder: Path, env: dict) -> list[str]:
+    """A run's market rows as CSV lines, sorted."""
+    path = folder.parent / f"{folder.name}.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tournaments.cli", "export", str(folder), "--to", str(path)],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return sorted(path.read_text().splitlines())

@@ -3,6 +3,7 @@ the vector environment on the batched engine (next-step autoreset), the buyer se
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import gymnasium as gym
@@ -48,7 +49,8 @@ def test_seller_env_passes_gymnasiums_checker(cfg):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # its advice on render fps and the like
         check_env(SellerGymEnv(cfg, ["truthful", "haggler"]), skip_render_check=True)
-        check_env(SellerGymEnv(cfg, "human=noisy_human,agent=strategic"), skip_render_check=True)
+        mixed = dataclasses.replace(cfg, agent_share=0.5)  # a split by kind meets both kinds
+        check_env(SellerGymEnv(mixed, "human=noisy_human,agent=strategic"), skip_render_check=True)
 
 
 @pytest.mark.parametrize("seat", [None, 1])

@@ -16,6 +16,15 @@ the driver.
 - While Ray runs, this process's stdout and stderr (file descriptors 1 and 2, where Ray's
   C++ core and its Python loggers write) go to a log file in the run folder; the
   progress bar writes to the terminal through a copy of the original stderr.
+- Code of one's own (``arena tournament --agents FILE.py``): inside ``worker_setup``,
+  every actor a run starts through ``actor_class`` runs a setup function in its process
+  before it is built (it registers the entries there), and a cluster joined by
+  ``connect`` gets the module files in its runtime environment (``py_modules``), so
+  that a node without them can import them. The setup runs per actor rather than as
+  Ray's ``worker_process_setup_hook``, which only ``ray.init`` takes: a Ray already
+  running in this process has its runtime environment fixed. Such a Ray gets no
+  ``py_modules`` either: its workers load the files from their paths on this machine,
+  or from what its own runtime environment ships.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -272,6 +281,48 @@ def probe(address: str, timeout: float) -> None:
     raise RayConnectError(f"cannot join the Ray cluster at {address} ({waited:.0f} s): {why}")
 
 
+# ---------------------------------------------------------------------- worker setup
+_SETUP: list[tuple[Callable[[], None], tuple[str, ...]]] = []
+"""The open ``worker_setup`` contexts, innermost last: (setup, py_modules)."""
+
+
+@contextlib.contextmanager
+def worker_setup(setup: Callable[[], None], py_modules: Sequence[str] = ()) -> Iterator[None]:
+    """For the duration, each actor built from ``actor_class(cls)`` calls ``setup()`` in
+    its process before ``cls.__init__``, and a cluster that ``connect`` joins gets
+    ``py_modules`` (local files or package folders) in its runtime environment. ``setup``
+    travels to the workers pickled: a module-level function, or a ``functools.partial``
+    of one."""
+    _SETUP.append((setup, tuple(py_modules)))
+    try:
+        yield
+    finally:
+        _SETUP.pop()
+
+
+def actor_class(cls: type) -> type:
+    """The class to make a run's Ray actor from: ``cls`` itself, or inside ``worker_setup``
+    a subclass whose ``__init__`` runs the setup first (in the actor's process)."""
+    if not _SETUP:
+        return cls
+    setup = _SETUP[-1][0]
+
+    class WithSetup(cls):  # pickled by value, with ``setup``, to the worker
+        def __init__(self, *args, **kwargs) -> None:
+            setup()
+            super().__init__(*args, **kwargs)
+
+    WithSetup.__name__ = cls.__name__  # what Ray's logs and errors call the actor
+    WithSetup.__doc__ = cls.__doc__
+    return WithSetup
+
+
+def _runtime_env() -> dict | None:
+    """The runtime environment for a cluster joined inside ``worker_setup``."""
+    modules = [m for _, mods in _SETUP for m in mods]
+    return {"py_modules": list(dict.fromkeys(modules))} if modules else None
+
+
 # ---------------------------------------------------------------------- sessions
 class RaySession:
     """Ray for one run: joined, started here, or already running in this process."""
@@ -299,7 +350,8 @@ class RaySession:
 
 def connect(address: str | None, workers: int, timeout: float = CONNECT_TIMEOUT_S) -> RaySession:
     """Join ``address`` (else RAY_ADDRESS), or start a private local instance with
-    ``workers`` CPUs; a Ray already initialised in this process is used as it is."""
+    ``workers`` CPUs; a Ray already initialised in this process is used as it is. A
+    cluster joined inside ``worker_setup`` gets its ``py_modules``."""
     import ray
 
     if ray.is_initialized():
@@ -311,7 +363,12 @@ def connect(address: str | None, workers: int, timeout: float = CONNECT_TIMEOUT_
         _use_token()
         probe(address, timeout)
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env=_runtime_env(),
+            )
         except Exception as err:  # noqa: BLE001 - Ray raises many kinds; one line for all
             raise RayConnectError(
                 f"cannot join the Ray cluster at {address}: {_one_line(err)}"
@@ -350,9 +407,11 @@ __all__ = [
     "LOG_NAME",
     "RayConnectError",
     "RaySession",
+    "actor_class",
     "connect",
     "descendants",
     "output_to",
     "probe",
     "token_source",
+    "worker_setup",
 ]

@@ -237,7 +237,7 @@ def _run_ray(
     import ray
     from ray.exceptions import GetTimeoutError
 
-    from tournaments.raysession import connect
+    from tournaments.raysession import actor_class, connect
 
     t0 = time.perf_counter()
     if not ray.is_initialized() and not (address or os.environ.get("RAY_ADDRESS")):
@@ -252,7 +252,7 @@ def _run_ray(
                 f"the Ray cluster has {plural(int(cpus), 'CPU')} for {plural(workers, 'worker')}; "
                 f"use --workers {int(cpus)}"
             )
-        remote_worker = ray.remote(num_cpus=1)(MatchWorker)
+        remote_worker = ray.remote(num_cpus=1)(actor_class(MatchWorker))
         spec_ref = ray.put(spec)
         hosts.update({key: _new_host(spec, *key) for key in spec.hosted_entries()})
         ctx["hosts"] = hosts
@@ -339,12 +339,13 @@ def _new_host(spec: TournamentSpec, side: str, name: str):
     import ray
 
     from agents import registry
+    from tournaments.raysession import actor_class
 
     entry = registry.get(name, side) if spec.buyer_spec(name) == name else None
     # Hosts hold no CPU reservation, so that hosting a cheap entry remotely does not starve
     # the workers; an entry that needs a GPU says so in the registry and gets one.
     gpus = entry.num_gpus if entry is not None else 0.0
-    host_cls = ray.remote(num_cpus=0, num_gpus=gpus)(PolicyHost)
+    host_cls = ray.remote(num_cpus=0, num_gpus=gpus)(actor_class(PolicyHost))
     return host_cls.remote(
         side, spec.buyer_spec(name) if side == "buyer" else name, spec.checkpoint_data
     )

@@ -28,7 +28,10 @@ A file::
     ...
 
 Checkpoint paths in ``[[opponents]]``, ``train.init`` and ``train.teachers`` are relative
-to the file.
+to the file. Every ``[[opponents]]`` name is built when the file is read (an unknown name
+or a missing checkpoint is an error naming the file and the table, before a run writes
+anything), and a buyer population split by kind must meet both kinds in some market the
+family can draw (``ConfigFamily.kind_ends``).
 
 A file may start from another one and name only what differs::
 
@@ -47,6 +50,7 @@ pointing where they pointed there.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from dataclasses import dataclass, field, fields
@@ -56,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import is_entry_name
-from agents.env import split_rows
+from agents.env import check_kinds, split_rows
 from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, finite_float, read_toml
 from arena.rewards import VIOLATION_PENALTY
@@ -231,6 +235,20 @@ class ConfigFamily:
                         f"price_scale is not a valid market ({err})"
                     ) from None
                 out.append((f"{name} ({end} ends)", market))
+        return tuple(out)
+
+    def kind_ends(self) -> tuple[MarketConfig, ...]:
+        """Per base config, its markets with the most agent and with the most human buyers
+        that a batch can draw: the most buyers (the high end of a ``buyers`` jitter) at the
+        highest and at the lowest agent share. A market's agents, round(share x buyers),
+        grow with both; its humans grow with the buyers and fall with the share: a kind
+        none of these markets has, no batch has (``agents.env.check_kinds``)."""
+        out = []
+        for name, base in self.configs:
+            high = dict(self.jitter_for(name)).get("buyers", (0.0, 0.0))[1]
+            buyers = max(int(round(base.buyers + high)), 1)
+            shares = (base.agent_share,) if self.agent_share is None else self.agent_share
+            out += [dataclasses.replace(base, buyers=buyers, agent_share=s) for s in shares]
         return tuple(out)
 
 
@@ -635,6 +653,55 @@ class TrainConfig:
         """The weight of the KL divergence to ``config``'s teacher."""
         return dict(self.teacher_coefs).get(config, self.teacher_coef)
 
+    def opponent_policies(self, seed: int) -> list:
+        """The ``[[opponents]]`` as policies of the side the learner plays against (buyers
+        for a seller: entries or populations; sellers for a buyer), opponent k with dice
+        ``seed * 1000 + k``; checkpoint paths relative to the file (``resolve``). A name
+        that builds no policy is a ValueError naming the opponent: ``[[opponents]] N
+        (name = "as written"): ...``, a path with the folder it was looked for in."""
+        from agents import registry
+
+        side = "buyer" if self.side == "seller" else "seller"
+        out = []
+        for k, opp in enumerate(self.opponents):
+            name = self.resolve(opp.name)
+            if self.source and name == opp.name and registry.looks_like_path(name):
+                folder = name
+                for suffix in registry.VARIANT_SUFFIXES:
+                    folder = folder.removesuffix(suffix)
+                if not os.path.exists(folder):  # not beside the file, nor from here either:
+                    here = os.path.dirname(os.path.abspath(self.source))
+                    name = os.path.join(here, name)  # the error names where the file says
+            s = seed * 1000 + k
+            try:
+                out.append(
+                    registry.make_buyers(name, seed=s)
+                    if side == "buyer"
+                    else registry.make(name, "seller", seed=s)
+                )
+            except (KeyError, ValueError) as err:  # registry.UnknownEntry is a KeyError
+                raise ValueError(f"{self.opponent_label(k)}: {err}") from None
+        return out
+
+    def opponent_label(self, k: int) -> str:
+        """Opponent k (from 0) as a message names it: ``[[opponents]] N (name = "...")``,
+        N counting the tables from 1, the name as the file writes it."""
+        return f"[[opponents]] {k + 1} (name = {json.dumps(self.opponents[k].name)})"
+
+    def check_opponents_read(self) -> None:
+        """What ``load_train_config`` checks of the ``[[opponents]]`` once the file is
+        read, before a run writes anything: every name builds a policy
+        (``opponent_policies``), and a buyer population split by kind meets both kinds in
+        some market the family can draw (``ConfigFamily.kind_ends``): a family whose
+        agent share ranges over [0, 1] passes, one whose markets never have an agent
+        buyer does not."""
+        ends = self.family.kind_ends()
+        for k, policy in enumerate(self.opponent_policies(0)):
+            try:
+                check_kinds(policy, ends, "the population", "[family] or [markets.NAME]")
+            except ValueError as err:
+                raise ValueError(f"{self.opponent_label(k)}: {err}") from None
+
     def resolve(self, path: str) -> str:
         """A path from the file, relative to the file's folder (registry names pass)."""
         if not self.source or not path:
@@ -854,4 +921,6 @@ def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
         weight = row.get("weight", 1.0)
         _check_number(f"opponents[{k}].weight", weight, lambda x: x >= 0, "a number >= 0")
         opponents.append(Opponent(str(row["name"]), float(weight)))
-    return TrainConfig(**train, opponents=tuple(opponents), family=family, source=str(path))
+    cfg = TrainConfig(**train, opponents=tuple(opponents), family=family, source=str(path))
+    cfg.check_opponents_read()
+    return cfg

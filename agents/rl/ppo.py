@@ -79,17 +79,7 @@ def _torch_generator(rng: np.random.Generator) -> torch.Generator:
 
 # ---------------------------------------------------------------------- opponents
 def _opponents(cfg: TrainConfig, seed: int) -> list:
-    side = "buyer" if cfg.side == "seller" else "seller"
-    out = []
-    for k, opp in enumerate(cfg.opponents):
-        name = cfg.resolve(opp.name)
-        s = seed * 1000 + k
-        out.append(
-            registry.make_buyers(name, seed=s)
-            if side == "buyer"
-            else registry.make(name, "seller", seed=s)
-        )
-    return out
+    return cfg.opponent_policies(seed)
 
 
 # ---------------------------------------------------------------------- rollouts

@@ -3,7 +3,10 @@
     arena check my_agents:MySeller
     arena check path/to/my_agents.py:MyBuyer --market small.toml
 
-The class is a ``SellerPolicy`` or ``BuyerPolicy`` (``agents.base``); it is built as
+A file is imported as ``python FILE.py`` would import it, with its folder on ``sys.path``
+(a module beside it imports); a file named like another module here (``arena.py``,
+``numpy.py``) is refused, since it would replace that module. The class is a
+``SellerPolicy`` or ``BuyerPolicy`` (``agents.base``); it is built as
 ``Class(seed=SEED)`` when its constructor takes a seed, else ``Class()``. The check
 (``agents.conformance``) plays it against a random opponent on three configs (or on the
 ``--market`` file's config, for a policy made for one market size) and prints every
@@ -16,11 +19,7 @@ differently after a per-row restart. Exit code 0 when it conforms, 1 when it doe
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import inspect
-import sys
-from pathlib import Path
 
 from arena import limits
 from arena.config import MarketConfig
@@ -29,34 +28,14 @@ from tournaments.cli.common import CliError, at_most, nonempty, nonneg_int
 
 def load_class(target: str) -> type:
     """``module:Class`` (importable from here, the current folder included) or
-    ``path/to/file.py:Class``."""
+    ``path/to/file.py:Class`` (imported with its folder on sys.path, as ``python FILE.py``
+    would; ``tournaments.cli.own_agents.load_module``)."""
+    from tournaments.cli.own_agents import load_module
+
     module_name, sep, name = target.rpartition(":")
     if not sep or not module_name or not name:
         raise CliError(f"expected MODULE:CLASS or FILE.py:CLASS, got {target!r}")
-    if module_name.endswith(".py") or "/" in module_name:
-        path = Path(module_name)
-        if not path.is_file():
-            raise CliError(f"{path}: no such file")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise CliError(f"{path}: not a Python file (expected FILE.py:CLASS)")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as err:  # noqa: BLE001 - the user's module: report, do not crash
-            raise CliError(f"{path}: importing it raised {type(err).__name__}: {err}") from None
-    else:
-        if "" not in sys.path and str(Path.cwd()) not in sys.path:
-            sys.path.insert(0, str(Path.cwd()))  # as `python -m` would
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            raise CliError(f"cannot import {module_name!r}: {err}") from None
-        except Exception as err:  # noqa: BLE001
-            raise CliError(
-                f"importing {module_name!r} raised {type(err).__name__}: {err}"
-            ) from None
+    module = load_module(module_name, expected="FILE.py:CLASS", importable=False)
     cls = getattr(module, name, None)
     if not inspect.isclass(cls):
         raise CliError(f"{module_name} has no class {name!r}")

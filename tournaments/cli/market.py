@@ -1,5 +1,9 @@
 """Market commands: ``play`` one market, ``eval`` many, list the registered ``agents``.
 
+Each takes ``--agents FILE.py`` (repeatable): a module of one's own whose entries it
+registers first (``tournaments.cli.own_agents``), so that ``--seller`` and ``--buyers``
+name them like any other entry.
+
 Policies and the engine are imported by the commands that use them, so that other
 commands (a report) start without them.
 """
@@ -14,6 +18,7 @@ from tabulate import tabulate
 
 from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, load_market_file
+from tournaments.cli import own_agents
 from tournaments.cli.common import (
     CliError,
     at_most,
@@ -58,35 +63,34 @@ def _label(path: str | None) -> str:
 
 def _check_kinds(buyers: str, buyer, cfg: MarketConfig) -> None:
     """A population split by kind on a market where one kind has no buyer plays the other
-    kind's entry only: say so rather than play it."""
-    from agents.population import Population
+    kind's entry only: say so rather than play it (``agents.env.check_kinds``)."""
+    from agents.env import check_kinds
 
-    if not isinstance(buyer, Population) or buyer.shares is not None:
-        return
-    if cfg.num_agents == 0:
-        raise CliError(
-            f"--buyers {buyers!r} splits buyers by kind, but no buyer of this market is an "
-            f"agent (agent_share = {cfg.agent_share:g} of {plural(cfg.buyers, 'buyer')}); set "
-            "agent_share in a --market FILE.toml, or name one entry"
-        )
-    if cfg.num_agents == cfg.buyers:
-        raise CliError(
-            f"--buyers {buyers!r} splits buyers by kind, but every buyer of this market is "
-            f"an agent (agent_share = {cfg.agent_share:g}); lower agent_share in a --market "
-            "FILE.toml, or name one entry"
-        )
+    check_kinds(buyer, cfg, f"--buyers {buyers!r}", "a --market FILE.toml")
+
+
+def _matchup(args: argparse.Namespace):
+    """The seller and the buyer side the flags name (after ``--agents`` registered its
+    entries); an unknown name says where an entry of one's own comes from."""
+    from agents import registry
+
+    try:
+        seller = registry.make(args.seller, "seller", seed=args.seed, sample=args.sample)
+        buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
+    except registry.UnknownEntry as err:
+        raise CliError(own_agents.hinted(err, args.agents)) from None
+    return seller, buyer
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from agents import registry
     from agents.rollout import play_reference
     from arena.generator import generate
     from arena.metrics import market_metrics, seller_benchmarks
 
+    own_agents.load_all(args.agents)
     cfg = _market_config(args.market, args.disclosure)
     limits.unit_markets([(_label(args.market), cfg)], 1)  # one market and its transcript
-    seller = registry.make(args.seller, "seller", seed=args.seed, sample=args.sample)
-    buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
+    seller, buyer = _matchup(args)
     _check_kinds(args.buyers, buyer, cfg)
     instance = generate(cfg, args.seed, args.index)
     market = play_reference(instance, seller, buyer)
@@ -138,6 +142,7 @@ def cmd_play(args: argparse.Namespace) -> int:
 def cmd_agents(args: argparse.Namespace) -> int:
     from agents import registry
 
+    own_agents.load_all(args.agents)
     rows = [
         {
             "name": e.name,
@@ -174,13 +179,12 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from agents import registry
     from agents.evaluate import play_markets, summarize
     from agents.torch_threads import one_torch_thread
 
+    own_agents.load_all(args.agents)
     cfg = _market_config(args.market, args.disclosure)
-    seller = registry.make(args.seller, "seller", seed=args.seed, sample=args.sample)
-    buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
+    seller, buyer = _matchup(args)
     _check_kinds(args.buyers, buyer, cfg)
     # Played in batches that fit a unit's memory (arena.limits), whatever --markets is.
     chunk = min(1024, limits.unit_markets([(_label(args.market), cfg)], 0))
@@ -216,7 +220,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _matchup_args(p: argparse.ArgumentParser) -> None:
     """The flags that name one seller, one buyer side and one market config."""
-    p.add_argument("--seller", default="posted_price", help="seller entry (see: arena agents)")
+    p.add_argument(
+        "--seller",
+        default="posted_price",
+        help="seller entry (see: arena agents; one of your own: --agents)",
+    )
     p.add_argument("--buyers", default="truthful", help="buyer entry or population")
     p.add_argument(
         "--market", type=nonempty, metavar="FILE.toml", help="a TOML file with a [market] table"
@@ -227,6 +235,7 @@ def _matchup_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="RL entries play their sampled (training) policy, not the greedy one",
     )
+    own_agents.add_flag(p)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -245,6 +254,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agents", help="list the registered sellers and buyers")
     p.add_argument("--side", choices=("seller", "buyer"), help="only one side")
     p.add_argument("--json", action="store_true", help="print a JSON list")
+    own_agents.add_flag(p)
     p.set_defaults(func=cmd_agents)
 
     p = sub.add_parser("eval", help="mean metrics with 95%% CIs over many markets")

@@ -7,6 +7,7 @@ import argparse
 import os
 
 from arena.limits import MAX_MARKETS_PER_MATCH, MAX_WORKERS
+from tournaments.cli import own_agents
 from tournaments.cli.common import (
     CliError,
     Steps,
@@ -23,7 +24,7 @@ from tournaments.cli.common import (
 def cmd_tournament(args: argparse.Namespace) -> int:
     from arena import limits
     from tournaments.runner import run_tournament
-    from tournaments.spec import load_spec
+    from tournaments.spec import SpecError, load_spec
 
     if args.no_ray and args.address:
         raise CliError(
@@ -31,7 +32,13 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         )
     if args.no_ray and args.connect_timeout is not None:
         raise CliError("--connect-timeout waits for a Ray cluster and --no-ray plays without Ray")
-    spec = load_spec(args.spec, markets=args.markets, seed=args.seed)
+    agents = own_agents.load_all(args.agents)
+    try:
+        spec = load_spec(args.spec, markets=args.markets, seed=args.seed)
+    except SpecError as err:
+        if own_agents.names_unknown_entry(err):
+            raise CliError(own_agents.hinted(err, args.agents)) from None
+        raise
     # What the run would need, checked before anything is printed or created.
     limits.spec_unit_markets(spec)
     if not args.no_ray and not (args.address or os.environ.get("RAY_ADDRESS")):
@@ -45,15 +52,17 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         f"{plural(len(spec.configs), 'config')} = {plural(len(spec.matches()), 'match', 'matches')}"
         f" of {plural(spec.markets, 'market')} -> {out}"
     )
-    summary = run_tournament(
-        spec,
-        out,
-        workers=args.workers,
-        address=args.address,
-        use_ray=not args.no_ray,
-        progress=not args.quiet,
-        connect_timeout=args.connect_timeout,  # None: the runner's default
-    )
+    # On Ray, every worker registers the --agents entries before it plays.
+    with own_agents.ship(() if args.no_ray else agents), own_agents.worker_errors():
+        summary = run_tournament(
+            spec,
+            out,
+            workers=args.workers,
+            address=args.address,
+            use_ray=not args.no_ray,
+            progress=not args.quiet,
+            connect_timeout=args.connect_timeout,  # None: the runner's default
+        )
     if summary.complete_before:
         say(
             f"{out} is complete: {plural(summary.units_total, 'unit')} "
@@ -290,8 +299,18 @@ def _export_transcripts(store, path: str) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tournament", help="run a round-robin tournament from a TOML spec")
+    p = sub.add_parser(
+        "tournament",
+        help="run a round-robin tournament from a TOML spec",
+        description=(
+            "Run a round-robin tournament from a TOML spec (resumable: the same command on\n"
+            "the same --out goes on where it stopped). Entries of one's own: --agents FILE.py\n"
+            "registers them here and, on Ray, in every worker (the file is shipped to a\n"
+            "cluster joined with --address); a resumed run needs the same --agents."
+        ),
+    )
     p.add_argument("spec", metavar="SPEC", help="tournament spec (TOML)")
+    own_agents.add_flag(p)
     p.add_argument(
         "--out", type=nonempty, metavar="DIR", help="run folder (default runs/NAME-seedS)"
     )

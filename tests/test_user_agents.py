@@ -1,0 +1,367 @@
+"""Entries of one's own from the command line: ``--agents FILE.py`` on ``eval``, ``play``,
+``agents`` and ``tournament`` (in this process and on Ray, where every match worker and
+policy host registers them before it plays), and ``arena check FILE.py:CLASS`` importing
+a file as ``python FILE.py`` would. Each test leaves the registry, ``sys.modules`` and
+``sys.path`` as it found them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agents import registry
+from tournaments import raysession
+from tournaments.cli import main, own_agents
+from tournaments.remote import PolicyHost
+from tournaments.worker import MatchWorker
+
+MODULE = '''
+"""Entries of one's own: a Thompson-sampling seller (it draws from its seed, so where it
+plays would show) and a haggling buyer, under names of their own."""
+
+from agents.registry import Entry, entries, register
+from agents.scripted.buyers import Haggler
+from agents.scripted.sellers import PricingBandit
+
+
+def register_entries():
+    names = {{e.name for e in entries()}}
+    if "{p}_bandit" not in names:
+        register(Entry("{p}_bandit", "seller", "agent", PricingBandit, {{}}, "A bandit."))
+    if "{p}_haggler" not in names:
+        register(Entry("{p}_haggler", "buyer", "human", Haggler, {{}}, "A haggler."))
+'''
+
+TOP_LEVEL = """
+from agents.registry import Entry, register
+from agents.scripted.sellers import PostedPrice
+
+register(Entry("{p}_posted", "seller", "agent", PostedPrice, {{"markup": 0.3}}, "Posted."))
+"""
+
+SPEC = """
+[tournament]
+name = "own"
+seed = 3
+markets = {markets}
+sellers = ["{p}_bandit", "{p}_hosted"]
+buyers = ["{p}_haggler", "truthful"]
+disclosure = ["hidden"]
+hosted = {hosted}
+transcripts = 1
+
+[configs.small]
+buyers = 4
+products = 2
+"""
+
+HOSTED_MODULE = """
+from agents.registry import Entry, entries, register
+from agents.scripted.sellers import PricingBandit
+
+
+def register_entries():
+    if "{p}_hosted" not in {{e.name for e in entries()}}:
+        register(Entry("{p}_hosted", "seller", "agent", PricingBandit, {{}}, "Hosted bandit."))
+"""
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch):
+    """The registry, the modules loaded here and sys.path as they were before the test."""
+    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
+    monkeypatch.setattr(own_agents, "_LOADED", {})
+    monkeypatch.setattr(own_agents, "_REGISTERED_HERE", set())
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    modules = dict(sys.modules)
+    yield
+    for name in [n for n in sys.modules if n not in modules]:
+        del sys.modules[name]
+    sys.modules.update(modules)
+
+
+def as_in_a_new_process(monkeypatch, entries: dict) -> None:
+    """Forget what this process registered and loaded since ``entries`` (the registry then),
+    as the next command in a new process would start."""
+    monkeypatch.setattr(registry, "_ENTRIES", dict(entries))
+    monkeypatch.setattr(own_agents, "_LOADED", {})
+    for name in [n for n in sys.modules if n.startswith("ua_")]:
+        del sys.modules[name]
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused(capsys, *argv) -> str:
+    """The one error line of a refused command."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2, err
+    assert err.startswith("arena: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def write(folder: Path, name: str, text: str, **fmt) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text.format(**fmt)))
+    return path
+
+
+def rows(capsys, folder: Path) -> list[list[str]]:
+    """A run's market rows, sorted (an export's order is the store's)."""
+    out = folder.parent / f"{folder.name}.csv"
+    assert run(capsys, "export", folder, "--to", out)[0] == 0
+    with open(out, newline="") as fh:
+        return sorted(csv.reader(fh))
+
+
+# ---------------------------------------------------------------------- eval, play, agents
+def test_eval_plays_an_entry_of_ones_own_and_says_where_one_comes_from(capsys, tmp_path):
+    mod = write(tmp_path, "ua_eval.py", MODULE, p="ua_eval")
+    argv = ["eval", "--seller", "ua_eval_bandit", "--buyers", "ua_eval_haggler",
+            "--markets", "30", "--json"]  # fmt: skip
+    err = refused(capsys, *argv)
+    assert "unknown seller entry 'ua_eval_bandit'" in err
+    assert "(an entry of your own? pass --agents FILE.py)" in err
+    code, out, err = run(capsys, *argv, "--agents", mod)
+    assert code == 0, err
+    first = json.loads(out.strip().splitlines()[-1])
+    assert (first["seller"], first["buyers"], first["markets"]) == (
+        "ua_eval_bandit", "ua_eval_haggler", 30
+    )  # fmt: skip
+    # Registering twice in one process (the module given twice, or again) is a no-op, and
+    # the entry draws the same dice: the same numbers.
+    code, out, _ = run(capsys, *argv, "--agents", mod, "--agents", mod)
+    assert code == 0 and json.loads(out.strip().splitlines()[-1]) == first
+
+
+def test_play_and_agents_take_entries_registered_at_a_modules_top_level(capsys, tmp_path):
+    mod = write(tmp_path, "ua_top.py", TOP_LEVEL, p="ua_top")
+    code, out, err = run(capsys, "play", "--agents", mod, "--seller", "ua_top_posted")
+    assert code == 0, err
+    assert "seller ua_top_posted vs buyers truthful" in out
+    code, out, _ = run(capsys, "agents", "--agents", mod, "--side", "seller", "--json")
+    assert code == 0
+    (row,) = [r for r in json.loads(out) if r["name"] == "ua_top_posted"]
+    assert row["params"] == {"markup": 0.3} and row["description"] == "Posted."
+
+
+def test_a_dotted_module_name_is_imported_from_the_current_folder(capsys, tmp_path, monkeypatch):
+    write(tmp_path, "ua_dotted.py", MODULE, p="ua_dotted")
+    monkeypatch.chdir(tmp_path)
+    sys.path[:] = [p for p in sys.path if p not in ("", str(tmp_path))]
+    code, out, err = run(
+        capsys, "eval", "--agents", "ua_dotted", "--seller", "ua_dotted_bandit", "--markets", "5"
+    )
+    assert code == 0, err
+    assert out.startswith("ua_dotted_bandit vs truthful: 5 markets")
+
+
+def test_a_module_imported_by_another_is_given_its_own_entries(capsys, tmp_path):
+    write(tmp_path, "ua_inner.py", TOP_LEVEL, p="ua_inner")
+    outer = write(tmp_path, "ua_outer.py", "import ua_inner  # noqa: F401\n" + MODULE, p="ua_o")
+    loaded = own_agents.load_all([str(outer), str(tmp_path / "ua_inner.py")])
+    # ua_inner's entry is registered while ua_outer imports it: ua_outer's, as a worker
+    # loading ua_outer registers it too; ua_inner, given next, adds nothing and is no error.
+    assert [m.entries for m in loaded] == [
+        ("ua_inner_posted", "ua_o_bandit", "ua_o_haggler"),
+        (),
+    ]
+    assert "json: registers no entry" in refused(capsys, "agents", "--agents", "json")
+
+
+# ---------------------------------------------------------------------- tournaments
+def test_a_spec_names_the_entries_and_a_resumed_run_needs_them_again(capsys, tmp_path, monkeypatch):
+    start = dict(registry._ENTRIES)
+    mod = write(tmp_path, "ua_spec.py", MODULE, p="ua_spec")
+    hosted = write(tmp_path, "ua_spec_hosted.py", HOSTED_MODULE, p="ua_spec")
+    spec = write(tmp_path, "own.toml", SPEC, p="ua_spec", markets=8, hosted="[]")
+    out = tmp_path / "run"
+    argv = ["tournament", spec, "--out", out, "--no-ray", "--quiet"]
+    err = refused(capsys, *argv)
+    assert "own.toml: unknown seller entry 'ua_spec_bandit'" in err
+    assert "(an entry of your own? pass --agents FILE.py)" in err
+    code, text, err = run(capsys, *argv, "--agents", mod, "--agents", hosted)
+    assert code == 0, err
+    assert "ua_spec_bandit" in text and "ua_spec_haggler" in text
+    assert len(rows(capsys, out)) == 1 + 2 * 2 * 8
+    # The same command again, without --agents: the entries are unknown, and it says why.
+    as_in_a_new_process(monkeypatch, start)
+    err = refused(capsys, *argv)
+    assert "unknown seller entry 'ua_spec_bandit'" in err and "pass --agents FILE.py" in err
+    code, text, _ = run(capsys, "tournament", spec, "--out", out, "--no-ray",
+                        "--agents", mod, "--agents", hosted)  # fmt: skip
+    assert code == 0 and "is complete" in text
+
+
+def test_ray_workers_and_policy_hosts_register_the_entries_and_play_as_here(
+    capsys, tmp_path, ray_session
+):
+    mod = write(tmp_path, "ua_ray.py", MODULE, p="ua_ray")
+    hosted = write(tmp_path, "ua_ray_hosted.py", HOSTED_MODULE, p="ua_ray")
+    spec = write(tmp_path, "own.toml", SPEC, p="ua_ray", markets=6, hosted="[]")
+    on_ray = write(tmp_path, "ray.toml", SPEC, p="ua_ray", markets=6, hosted='["ua_ray_hosted"]')
+    agents = ["--agents", mod, "--agents", hosted]
+    here, there = tmp_path / "here", tmp_path / "ray"
+    code, _, err = run(capsys, "tournament", spec, "--out", here, "--no-ray", "--quiet", *agents)
+    assert code == 0, err
+    # On Ray (the fixture's, already running in this process): one match worker, and
+    # ua_ray_hosted in its own policy host; both register the entries first.
+    code, _, err = run(capsys, "tournament", on_ray, "--out", there, "--workers", "1", "--quiet",
+                       *agents)  # fmt: skip
+    assert code == 0, err
+    assert rows(capsys, there) == rows(capsys, here)
+    assert len(rows(capsys, here)) == 1 + 2 * 2 * 6
+
+
+def test_a_module_a_ray_worker_cannot_import_is_one_error_line(capsys, tmp_path, ray_session):
+    mod = write(
+        tmp_path,
+        "ua_worker_fails.py",
+        """
+        import sys
+
+        if "default_worker" in " ".join(sys.argv):  # a Ray worker's process only
+            import ua_not_installed_on_the_nodes  # noqa: F401
+        {body}
+        """,
+        body=textwrap.indent(MODULE.format(p="ua_wf"), " " * 8).strip(),
+    )
+    spec = write(tmp_path, "own.toml", SPEC, p="ua_wf", markets=2, hosted="[]")
+    spec.write_text(spec.read_text().replace(', "ua_wf_hosted"', ""))
+    out = tmp_path / "run"
+    err = refused(capsys, "tournament", spec, "--out", out, "--workers", "1", "--quiet",
+                  "--agents", mod)  # fmt: skip
+    assert f"--agents {mod} on a Ray worker: " in err
+    assert "No module named 'ua_not_installed_on_the_nodes'" in err
+    assert not out.exists()  # nothing stored: the new folder is gone again
+
+
+def test_a_joined_cluster_gets_the_module_files(tmp_path, monkeypatch):
+    import ray
+
+    mod = write(tmp_path, "ua_join.py", MODULE, p="ua_join")
+    loaded = own_agents.load_agents(str(mod))
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(raysession, "probe", lambda address, timeout: None)
+    monkeypatch.setattr(raysession, "_use_token", lambda: None)
+    with own_agents.ship([loaded]):
+        raysession.connect("127.0.0.1:6379", 1)
+    raysession.connect("127.0.0.1:6379", 1)
+    assert calls[0]["runtime_env"] == {"py_modules": [str(mod.resolve())]}
+    assert calls[1]["runtime_env"] is None  # outside: what it always was
+
+
+def test_a_worker_without_the_file_imports_the_shipped_copy(tmp_path):
+    shipped = tmp_path / "unpacked"
+    shipped.mkdir()
+    write(shipped, "ua_copy.py", MODULE, p="ua_copy")
+    gone = str(tmp_path / "driver" / "ua_copy.py")  # the driver's path, absent on this node
+    copy = own_agents.AgentsModule(gone, "ua_copy", str(shipped), gone, ("ua_copy_bandit",))
+    own_agents.register_in_worker((copy,))
+    assert registry.get("ua_copy_bandit", "seller").factory.__name__ == "PricingBandit"
+    other = own_agents.AgentsModule(gone, "ua_copy", str(shipped), gone, ("ua_copy_missing",))
+    own_agents._REGISTERED_HERE.clear()
+    with pytest.raises(RuntimeError, match="on a Ray worker registered no ua_copy_missing"):
+        own_agents.register_in_worker((other,))
+
+
+def test_without_agents_a_run_builds_its_actors_from_the_plain_classes(tmp_path):
+    mod = write(tmp_path, "ua_plain.py", MODULE, p="ua_plain")
+    assert raysession.actor_class(MatchWorker) is MatchWorker
+    assert raysession.actor_class(PolicyHost) is PolicyHost
+    with own_agents.ship([own_agents.load_agents(str(mod))]):
+        wrapped = raysession.actor_class(MatchWorker)
+        assert wrapped is not MatchWorker and issubclass(wrapped, MatchWorker)
+    with own_agents.ship(()):
+        assert raysession.actor_class(MatchWorker) is MatchWorker
+    assert raysession.actor_class(MatchWorker) is MatchWorker
+
+
+# ---------------------------------------------------------------------- bad modules
+@pytest.mark.parametrize(
+    "name, text, needle",
+    [
+        ("ua_raises.py", "raise RuntimeError('boom')\n", "importing it raised RuntimeError: boom"),
+        ("ua_nothing.py", "X = 1\n", "ua_nothing.py: registers no entry; call"),
+        (
+            "ua_hook_raises.py",
+            "def register_entries():\n    raise ValueError('no')\n",
+            "register_entries() raised ValueError: no",
+        ),
+        (
+            "ua_script.py",
+            "import sys\nsys.exit(3)\n",
+            "importing it raised SystemExit(3): does it run a script when imported?",
+        ),
+        ("ua-dash.py", "X = 1\n", "'ua-dash' is no module name"),
+        (
+            "ua_taken.py",
+            "from agents.registry import Entry, register\n"
+            "from agents.scripted.sellers import PostedPrice\n"
+            "register(Entry('posted_price', 'seller', 'agent', PostedPrice))\n",
+            "importing it raised ValueError: entry 'posted_price' is registered twice",
+        ),
+    ],
+)
+def test_a_module_that_cannot_give_entries_is_one_error_line(capsys, tmp_path, name, text, needle):
+    path = tmp_path / name
+    path.write_text(text)
+    assert needle in refused(capsys, "eval", "--agents", path, "--markets", "2")
+
+
+def test_a_missing_file_or_module_is_one_error_line(capsys, tmp_path):
+    missing = tmp_path / "ua_missing.py"
+    assert f"{missing}: no such file" in refused(capsys, "eval", "--agents", missing)
+    err = refused(capsys, "tournament", "SPEC.toml", "--agents", "ua_no_such_module")
+    assert "cannot import 'ua_no_such_module'" in err
+
+
+@pytest.mark.parametrize("name", ["agents.py", "arena.py", "numpy.py"])
+def test_a_file_named_like_a_module_here_is_refused(capsys, tmp_path, name):
+    path = tmp_path / name
+    path.write_text(MODULE.format(p="ua_shadow"))
+    stem = name.removesuffix(".py")
+    before = sys.modules[stem]
+    for argv in (["check", f"{path}:PricingBandit"], ["eval", "--agents", path]):
+        err = refused(capsys, *argv)
+        assert f"its module name {stem!r} is the name of another module here" in err
+        assert f"rename the file, e.g. to my_{stem}.py" in err
+        assert sys.modules[stem] is before
+
+
+# ---------------------------------------------------------------------- arena check
+def test_check_imports_a_module_beside_the_file(capsys, tmp_path):
+    (tmp_path / "ua_helper.py").write_text("MARKUP = 0.4\n")
+    path = tmp_path / "ua_checked.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            from dataclasses import dataclass
+
+            from agents.scripted.sellers import PostedPrice
+            from ua_helper import MARKUP
+
+
+            @dataclass
+            class Mine(PostedPrice):
+                markup: float = MARKUP
+            """
+        )
+    )
+    code, out, err = run(capsys, "check", f"{path}:Mine", "--markets", "4")
+    assert code == 0, err
+    assert "Mine (seller) conforms on 3 configs" in out
+    assert str(tmp_path) not in sys.path  # only while it imported

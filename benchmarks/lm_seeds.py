@@ -125,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in results
     ]
     head = ["training seed (evaluated on)", "schedule", "profit / teacher", "violation rate"]
-    print(tabulate(rows, head + ["GRPO - warm start", "final weights"], tablefmt="github"))
+    print(
+        tabulate(
+            rows,
+            head + ["GRPO - warm start", "final weights"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
     return 0
 
 

@@ -97,8 +97,13 @@ def seller_view(obs: SellerObs, b: int) -> str:
     """Market ``b`` as the seller may see it (see the module docstring)."""
     lo, hi = obs.price_range
     turn = int(obs.turn[b])
+    when = (
+        f"Turn {turn + 1} of {obs.turns} ({obs.turns - turn} left)."
+        if turn < obs.turns
+        else f"The market is over: all {obs.turns} turns are played."
+    )
     lines = [
-        f"You are the seller. Turn {turn + 1} of {obs.turns} ({obs.turns - turn} left). "
+        f"You are the seller. {when} "
         f"Prices from {num(lo)} to {num(hi)}."
         + (f" A buyer leaves after {obs.patience} offers without a deal." if obs.patience else "")
     ]

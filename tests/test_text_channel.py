@@ -224,6 +224,19 @@ def test_seller_view_shows_its_own_think_and_never_the_buyers():
     assert "my value is 70" not in text
 
 
+def test_the_seller_view_of_an_ended_market_says_it_is_over():
+    """After the last turn the view said "Turn 5 of 4 (0 left)"."""
+    engine = _play_hand_market()
+    a, _ = seller_action(["THINK: last try\nTO: buyer 0\nOFFER: product 0 at 90\nSAY: Last."])
+    engine.offer(a.to, a.product, a.price, a.malformed, a.texts)
+    d, _ = buyer_action(["DECISION: reject\nSAY: No."])
+    engine.answer(d.decision, d.product, d.price, d.malformed, d.texts)
+    head = engine.seller_observation().text(0).split("\n")[0]
+    assert head == (
+        "You are the seller. The market is over: all 4 turns are played. Prices from 0 to 100."
+    )
+
+
 def test_buyer_view_shows_its_own_conversation_and_never_the_sellers_think():
     engine = BatchedMarket(_hand_market(), dialogue=True)
     a, _ = seller_action([SECRET_S])

@@ -9,6 +9,7 @@ is documented there.
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -208,11 +209,27 @@ def read_toml(path: str, what: str) -> dict[str, Any]:
 
 
 def load_market_file(path: str) -> MarketConfig:
-    """Read the ``[market]`` table of a TOML file; errors name the file and the problem."""
-    data = read_toml(path, "market file")
-    if "market" not in data:
-        raise ValueError(f"{path}: no [market] table")
+    """Read a market config: the ``[market]`` table of a TOML file, or with ``FILE:NAME``
+    the ``[configs.NAME]`` table of a tournament spec (``tournaments/specs/default.toml:retail``;
+    a path that names a file is a file, colons and all). Errors name the file and the
+    problem."""
+    file, name = path, None
+    if ":" in path and not os.path.isfile(path):
+        file, _, name = path.rpartition(":")
+    data = read_toml(file, "market file")
+    if name is None:
+        if "market" not in data:
+            raise ValueError(f"{path}: no [market] table (or name a spec's config: FILE:NAME)")
+        table = data["market"]
+    else:
+        tables = data.get("configs", data.get("markets", {}))  # [markets.NAME]: older specs
+        if not isinstance(tables, dict) or name not in tables:
+            known = ", ".join(sorted(tables)) if isinstance(tables, dict) else ""
+            raise ValueError(
+                f"{file}: no [configs.{name}] table" + (f"; it has {known}" if known else "")
+            )
+        table = tables[name]
     try:
-        return MarketConfig.from_dict(data["market"])
+        return MarketConfig.from_dict(table)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: {err}") from None

@@ -222,3 +222,29 @@ def test_configs_are_frozen(name, value):
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(cfg, name, value)
     assert getattr(cfg, name) == before
+
+
+def test_a_market_file_or_a_specs_config_by_name(tmp_path):
+    """``load_market_file`` reads a [market] table, or ``SPEC:NAME`` a spec's
+    [configs.NAME] (what ``arena eval/play/check --market`` and the LM evaluation take)."""
+    from pathlib import Path
+
+    from arena.config import load_market_file
+    from tournaments.spec import load_spec
+
+    spec = Path(__file__).resolve().parents[1] / "tournaments" / "specs" / "default.toml"
+    played = dict(load_spec(str(spec)).configs)
+    for name in ("retail", "wholesale"):
+        assert load_market_file(f"{spec}:{name}") == played[name]
+    with pytest.raises(ValueError, match=r"no \[configs.mars\] table; it has retail, wholesale"):
+        load_market_file(f"{spec}:mars")
+    with pytest.raises(ValueError, match=r"no \[market\] table \(or name a spec's config"):
+        load_market_file(str(spec))
+    odd = tmp_path / "a:b.toml"  # a file's own name may hold a colon
+    odd.write_text("[market]\nbuyers = 3\n")
+    assert load_market_file(str(odd)).buyers == 3
+    old = tmp_path / "old.toml"  # specs written before [configs] was the tables' name
+    old.write_text("[markets.small]\nbuyers = 2\nproducts = 1\n")
+    assert load_market_file(f"{old}:small").buyers == 2
+    with pytest.raises(ValueError, match="cannot read market file"):
+        load_market_file(f"{tmp_path}/none.toml:small")

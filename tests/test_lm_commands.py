@@ -23,7 +23,7 @@ def _run(prog, main, argv, capsys):
     [
         (["--model", "/nowhere"], "/nowhere: not a model directory"),
         (["--model", SHIPPED, "--buyers", "nobody"], "unknown buyer entry 'nobody'"),
-        (["--model", SHIPPED, "--market", "/nowhere.toml"], "/nowhere.toml: no such file"),
+        (["--model", SHIPPED, "--market", "/nowhere.toml"], "cannot read market file"),
         (
             ["--model", SHIPPED, "--market", "tournaments/specs/default.toml:mall"],
             "no [configs.mall] table",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -26,21 +25,7 @@ from agents import registry
 from agents.command import nonneg_int, pos_int, run_guarded
 from agents.evaluate import mean_ci, play_markets
 from agents.lm.policy import POLICY_FILE, LMSeller, from_directory
-from arena.config import MarketConfig
-
-
-def load_market(spec: str) -> MarketConfig:
-    """``FILE`` with a [market] table, or ``FILE:NAME`` for [configs.NAME] of a spec."""
-    path, _, name = spec.partition(":")
-    data = tomllib.loads(Path(path).read_text())
-    if not name:
-        if "market" not in data:
-            raise ValueError(f"{path}: no [market] table (or name a spec's config: FILE:NAME)")
-        return MarketConfig.from_dict(data["market"])
-    tables = data.get("configs", data.get("markets", {}))  # [markets.NAME]: older specs
-    if name not in tables:
-        raise ValueError(f"{path}: no [configs.{name}] table")
-    return MarketConfig.from_dict(tables[name])
+from arena.config import MarketConfig, load_market_file
 
 
 def evaluate(
@@ -125,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     result = evaluate(
         args.model,
-        load_market(args.market),
+        load_market_file(args.market),
         buyers=args.buyers,
         markets=args.markets,
         seed=args.seed,

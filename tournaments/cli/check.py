@@ -127,7 +127,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--market",
         type=nonempty,
         metavar="FILE.toml",
-        help="check on this [market] config only",
+        help="check on this [market] config only (or SPEC.toml:NAME, a spec's config)",
     )
     p.add_argument(
         "--markets",

@@ -227,7 +227,10 @@ def _matchup_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--buyers", default="truthful", help="buyer entry or population")
     p.add_argument(
-        "--market", type=nonempty, metavar="FILE.toml", help="a TOML file with a [market] table"
+        "--market",
+        type=nonempty,
+        metavar="FILE.toml",
+        help="a TOML file with a [market] table, or SPEC.toml:NAME for a spec's [configs.NAME]",
     )
     p.add_argument("--disclosure", choices=DISCLOSURE_RULES, help="override the disclosure rule")
     p.add_argument(

@@ -5,6 +5,7 @@ alike)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sqlite3
 import sys
@@ -95,9 +96,31 @@ def differing_keys(saved: object, now: object, prefix: str = "") -> list[str]:
 
 def config_mismatch(folder: object, saved: dict, now: dict, limit: int = 6) -> str:
     """The refusal of a resume: FOLDER was started with another config (it differs in
-    a, b.c, ...)."""
+    a, b.c, ...); a key whose values are plain (a number, a string) shows both, so that a
+    flag given at the start and not now (``--iterations``) says what to pass again."""
     keys = differing_keys(saved, now)
-    shown = ", ".join(keys[:limit]) + (
-        f" and {len(keys) - limit} more" if len(keys) > limit else ""
-    )
-    return f"{folder} was started with another config (it differs in {shown})"
+    parts = []
+    for key in keys[:limit]:
+        was, got = _at(saved, key), _at(now, key)
+        plain = (str, int, float, bool, type(None))
+        if isinstance(was, plain) and isinstance(got, plain) and was is not _MISSING:
+            parts.append(f"{key}: {json.dumps(was)} at the start, {json.dumps(got)} now")
+        else:
+            parts.append(key)
+    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    return f"{folder} was started with another config (it differs in {'; '.join(parts)}{more})"
+
+
+_MISSING = object()
+
+
+def _at(data: object, key: str) -> object:
+    """The value at a dotted key of ``differing_keys`` (``_MISSING`` where there is none)."""
+    for part in key.split("."):
+        if not isinstance(data, dict):
+            return _MISSING
+        match = [k for k in data if str(k) == part]
+        if not match:
+            return _MISSING
+        data = data[match[0]]
+    return data

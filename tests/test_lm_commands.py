@@ -90,9 +90,17 @@ def test_a_config_mismatch_names_the_keys_that_differ():
     assert differing_keys(saved, now) == ["opponents", "sft.schedule"]
     assert differing_keys(saved, saved) == []
     assert differing_keys(1, 2) == ["(the whole config)"]
-    many = {f"k{i}": i for i in range(9)}
-    text = config_mismatch("run", many, {k: -1 for k in many})
+    many = {f"k{i}": [i] for i in range(9)}
+    text = config_mismatch("run", many, {k: [-1] for k in many})
     assert (
         text
-        == "run was started with another config (it differs in k0, k1, k2, k3, k4, k5 and 3 more)"
+        == "run was started with another config (it differs in k0; k1; k2; k3; k4; k5 and 3 more)"
     )
+    # A plain value shows both ends, so that a flag given at the start says what to give again.
+    text = config_mismatch("run", {"iterations": 4, "sft": saved["sft"]}, {"iterations": 2})
+    assert text == (
+        "run was started with another config (it differs in iterations: 4 at the start, 2 now; sft)"
+    )
+    text = config_mismatch("run", {"a": {"b": "cosine"}}, {"a": {"b": "constant"}})
+    assert text.endswith('(it differs in a.b: "cosine" at the start, "constant" now)')
+    assert config_mismatch("run", {}, {"new": 1}).endswith("(it differs in new)")

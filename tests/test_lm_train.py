@@ -104,7 +104,9 @@ def test_a_stopped_run_resumes_to_the_same_model(run, tmp_path, monkeypatch, whe
 def test_resuming_with_another_config_is_refused(run, tmp_path):
     out, _ = run
     other = LMTrainConfig(**{**TINY.__dict__, "seed": 1})
-    with pytest.raises(ValueError, match=r"another config \(it differs in seed\)"):
+    with pytest.raises(
+        ValueError, match=r"another config \(it differs in seed: 0 at the start, 1 now\)"
+    ):
         lm_train.train(other, out, resume=True, progress=False)
 
 

@@ -1024,8 +1024,12 @@ def test_the_train_command_resumes_bit_identical_to_an_uninterrupted_run(tmp_pat
         str(tmp_path / "split"),
         "--quiet",
     ]
+    capsys.readouterr()
     assert main([*split, "--stop-after", "2"]) == 0
+    said = "stopped after iteration 2 of 4: the same command with --resume instead of --stop-after"
+    assert said in capsys.readouterr().out
     assert main([*split, "--resume"]) == 0
+    assert "stopped after" not in capsys.readouterr().out
     a = load_file(str(tmp_path / "whole" / "model.safetensors"))
     b = load_file(str(tmp_path / "split" / "model.safetensors"))
     for k in a:

@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     except (TrainError, CheckpointError) as err:
         raise CliError(str(err)) from None
     _summary(out)
+    if args.stop_after is not None and args.stop_after < cfg.iterations:
+        print(
+            f"stopped after iteration {args.stop_after} of {cfg.iterations}: the same command "
+            "with --resume instead of --stop-after continues it"
+        )
     return 0
 
 

@@ -95,3 +95,41 @@ def exported(folder: Path, env: dict) -> list[str]:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return sorted(path.read_text().splitlines())
+
+
+def _bare_classes(source: str) -> dict[str, str]:
+    """Each class of ``source`` as an AST dump without docstrings and annotations (the
+    guide prints the example's code without them)."""
+    import ast
+
+    out = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for sub in ast.walk(node):
+            body = getattr(sub, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                if isinstance(getattr(body[0], "value", None), ast.Constant):
+                    if isinstance(body[0].value.value, str):
+                        sub.body = body[1:] or [ast.Pass()]
+            if isinstance(sub, ast.FunctionDef):
+                sub.returns = None
+            if isinstance(sub, ast.arg):
+                sub.annotation = None
+        out[node.name] = ast.dump(node)
+    return out
+
+
+def test_the_guides_classes_are_the_examples_code():
+    """The classes the guide prints run as examples/my_agents.py's (which the tests above
+    check), docstrings and annotations aside: the guide cannot drift from what is tested."""
+    import re
+
+    guide = (ROOT / "docs" / "bring_your_own_agent.md").read_text()
+    printed = _bare_classes(
+        "\n".join(m.group(1) for m in re.finditer(r"```python\n(.*?)```", guide, re.S))
+    )
+    example = _bare_classes(AGENTS.read_text())
+    assert {"EmptySeller", "FirstTry", "SignalSeller"} <= set(printed)
+    for name, dump in printed.items():
+        assert dump == example[name], name

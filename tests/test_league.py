@@ -43,6 +43,7 @@ disclosure = ["hidden", "mandatory"]
 buyers = 4
 products = 2
 turns = 6
+agent_share = 0.5
 """
 
 BUYER = """
@@ -367,3 +368,13 @@ def test_the_league_learners_train_with_plain_ppo_and_a_warm_start():
     base = cfg.seller.base
     assert base.teachers == () and base.teacher_coef == 0 and base.init == ""
     assert base.imitate == "greedy_matcher" and base.imitation_iterations > 0
+
+
+def test_a_buyer_pool_population_by_kind_needs_both_kinds_in_the_sellers_markets(tmp_path):
+    """The seller learner trains against the buyer pool: a population split by kind on
+    markets without agent buyers would be its human member alone, said nowhere."""
+    path = _config(tmp_path / "k", "kinds")
+    (tmp_path / "k" / "seller.toml").write_text(SELLER.replace("agent_share = 0.5\n", ""))
+    with pytest.raises(LeagueError, match=r"buyer.pool 'mixed' splits buyers by kind, but no "
+                       r"market the family can draw has an agent buyer"):  # fmt: skip
+        load_league_config(str(path))

@@ -278,7 +278,27 @@ def league_from_dict(
         round_robin_spec(cfg, pools["seller"], pools["buyer"], check=True)
     except SpecError as err:
         raise LeagueError(f"the round robin: {err}") from None
+    _check_learner_kinds(cfg)
     return cfg
+
+
+def _check_learner_kinds(cfg: LeagueConfig) -> None:
+    """A population of the buyer pool split by kind must meet both kinds in some market
+    of the seller learner's family (``agents.env.check_kinds``), as in a training config:
+    else the learner trains against one of its members and says nothing."""
+    from agents import registry
+    from agents.env import check_kinds
+
+    populations = cfg.tournament.get("populations", {})
+    ends = cfg.seller.base.family.kind_ends()
+    for name in cfg.buyer.pool:
+        if name not in populations:
+            continue
+        mix = registry.make_buyers(str(populations[name]))
+        try:
+            check_kinds(mix, ends, f"buyer.pool {name!r}", "the [seller] training config")
+        except ValueError as err:
+            raise LeagueError(f"{err} (the seller learner trains against the buyer pool)") from None
 
 
 def _pos(x: Any, what: str) -> int:

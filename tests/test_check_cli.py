@@ -133,3 +133,22 @@ def test_the_guides_classes_are_the_examples_code():
     assert {"EmptySeller", "FirstTry", "SignalSeller"} <= set(printed)
     for name, dump in printed.items():
         assert dump == example[name], name
+
+
+def test_a_policy_that_raises_is_told_the_line_of_its_own_code(capsys, tmp_path):
+    """A problem ``raised X`` names the deepest line of the checked file, not the engine's."""
+    (tmp_path / "divider_agents.py").write_text(
+        "from agents.base import SellerPolicy\n"
+        "\n"
+        "\n"
+        "class Divider(SellerPolicy):\n"
+        "    def act(self, obs):\n"
+        "        return self.helper(obs)\n"
+        "\n"
+        "    def helper(self, obs):\n"
+        "        return 1 / 0\n"
+    )
+    code, out, _ = run(capsys, "check", f"{tmp_path / 'divider_agents.py'}:Divider")
+    assert code == 1
+    where = f"(at {tmp_path / 'divider_agents.py'}:9, in helper)"
+    assert f"config 0: raised ZeroDivisionError: division by zero {where}" in out

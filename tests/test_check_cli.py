@@ -152,3 +152,45 @@ def test_a_policy_that_raises_is_told_the_line_of_its_own_code(capsys, tmp_path)
     assert code == 1
     where = f"(at {tmp_path / 'divider_agents.py'}:9, in helper)"
     assert f"config 0: raised ZeroDivisionError: division by zero {where}" in out
+
+
+NEEDS_ARG = """
+import numpy as np
+
+from agents.base import SellerAction, SellerPolicy
+from arena.prices import cents
+
+
+class NeedsArg(SellerPolicy):
+    def __init__(self, markup: float, seed: int = 0) -> None:
+        self.markup, self.seed = markup, seed
+
+    def act(self, obs):
+        b, n, m = obs.signals.shape
+        open_ = obs.active[:, :, None] & (obs.stock > 0)[:, None, :]
+        pair = np.argmax(np.where(open_, obs.signals, -np.inf).reshape(b, n * m), axis=1)
+        to, product = pair // m, pair % m
+        lo, hi = obs.price_range
+        price = obs.costs[np.arange(b), product] * self.markup
+        return SellerAction(to=to, product=product, price=cents(price, lo, hi))
+"""
+
+
+def test_constructor_arguments_are_given_with_param(capsys, tmp_path):
+    (tmp_path / "needs_arg_agents.py").write_text(NEEDS_ARG)
+    target = f"{tmp_path / 'needs_arg_agents.py'}:NeedsArg"
+    code, out, _ = run(capsys, "check", target)
+    assert code == 1
+    assert "missing 1 required positional argument: 'markup' (constructor arguments: --param" in out
+    code, out, _ = run(capsys, "check", target, "--param", "markup=1.5", "--lenient")
+    assert code == 0 and "NeedsArg (seller) conforms" in out
+    # The value is read as TOML: a string where a number is due fails in the policy.
+    code, out, _ = run(capsys, "check", target, "--param", 'markup="high"')
+    assert code == 1 and "raised" in out
+    code, _, err = run(capsys, "check", target, "--param", "markp=1.5")
+    assert code == 2
+    assert "--param markp: NeedsArg takes no parameter 'markp' (it takes: markup)" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", target, "--param", "=1.5"])
+    assert exit_.value.code == 2
+    assert "argument --param: expected KEY=VALUE, got '=1.5'" in capsys.readouterr().err

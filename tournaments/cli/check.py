@@ -42,9 +42,35 @@ def load_class(target: str) -> type:
     return cls
 
 
-def _factory(cls: type):
-    takes_seed = "seed" in inspect.signature(cls).parameters
-    return lambda seed: cls(seed=seed) if takes_seed else cls()
+def _factory(cls: type, params: dict | None = None):
+    """``seed -> policy``: ``cls(seed=seed, **params)``, the seed only where the
+    constructor takes one; a parameter it does not take is refused here."""
+    params = params or {}
+    names = inspect.signature(cls).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in names.values())
+    if unknown := sorted(k for k in params if k not in names and not takes_any):
+        takes = ", ".join(n for n in names if n not in ("self", "seed")) or "none"
+        raise CliError(
+            f"--param {unknown[0]}: {cls.__name__} takes no parameter {unknown[0]!r} "
+            f"(it takes: {takes})"
+        )
+    takes_seed = "seed" in names
+    return lambda seed: cls(seed=seed, **params) if takes_seed else cls(**params)
+
+
+def _param(text: str) -> tuple[str, object]:
+    """``KEY=VALUE``, the value read as TOML (``0.1``, ``true``, ``"name"``, ``[1, 2]``;
+    a bare word is a string)."""
+    import tomllib
+
+    key, eq, value = text.partition("=")
+    key = key.strip()
+    if not eq or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value.strip()
 
 
 def _check_memory(configs: list[tuple[str, MarketConfig]], markets: int) -> None:
@@ -86,11 +112,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         configs = CONFIGS
         named = [(f"config {c}", cfg) for c, cfg in enumerate(configs)]
     _check_memory(named, args.markets)
-    factory = _factory(cls)
+    factory = _factory(cls, dict(args.param))
     try:
         factory(args.seed)
     except Exception as err:  # noqa: BLE001 - the user's class: report, do not crash
-        problems = [f"cannot build it: {type(err).__name__}: {err}"]
+        hint = " (constructor arguments: --param KEY=VALUE)" if isinstance(err, TypeError) else ""
+        problems = [f"cannot build it: {type(err).__name__}: {err}{hint}"]
     else:
         try:
             problems = check(
@@ -136,6 +163,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="markets per config (12)",
     )
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (0)")
+    p.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help='a constructor argument (repeatable; the value as TOML: 0.1, true, "x")',
+    )
     p.add_argument(
         "--lenient", action="store_true", help="do not count rule violations as problems"
     )

@@ -365,3 +365,42 @@ def test_check_imports_a_module_beside_the_file(capsys, tmp_path):
     assert code == 0, err
     assert "Mine (seller) conforms on 3 configs" in out
     assert str(tmp_path) not in sys.path  # only while it imported
+
+
+# ---------------------------------------------------------------------- train
+BUYER_CONFIG = """
+[train]
+side = "buyer"
+name = "ua_train_buyer"
+iterations = 2
+batch_size = 32
+hidden = 16
+epochs = 1
+minibatches = 2
+eval_markets = 4
+[[opponents]]
+name = "ua_train_bandit"
+[family]
+[markets.small]
+buyers = 4
+products = 2
+turns = 6
+"""
+
+
+def test_train_takes_opponents_of_ones_own(capsys, tmp_path):
+    mod = write(tmp_path, "ua_train.py", MODULE, p="ua_train")
+    config = tmp_path / "buyer.toml"
+    config.write_text(BUYER_CONFIG)
+    out = tmp_path / "run"
+    err = refused(capsys, "train", "buyer", "--config", config, "--out", out, "--quiet")
+    assert '[[opponents]] 1 (name = "ua_train_bandit"): unknown seller entry' in err
+    assert not out.exists()
+    code, printed, err = run(
+        capsys, "train", "buyer", "--config", config, "--out", out, "--quiet", "--agents", mod
+    )
+    assert code == 0, err
+    assert "checkpoint:" in printed and (out / "model.safetensors").is_file()
+    with open(out / "curve.csv", newline="") as fh:
+        evals = [k for k in next(csv.DictReader(fh)) if "ua_train_bandit" in k]
+    assert evals  # the learning curve evaluates against the entry of one's own

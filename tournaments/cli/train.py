@@ -7,6 +7,9 @@
 A config whose ``[train] policy`` names a language-model class goes to the language-model
 trainer (``agents.lm.train``: warm start, then GRPO); any other to PPO (``agents.rl.ppo``).
 
+``--agents FILE.py`` registers entries of one's own first, so that the config's
+``[[opponents]]`` (or its teacher) may name them; training runs in this process.
+
 The folder ``--out`` becomes a checkpoint (``model.safetensors`` + ``config.json``) that
 any command or spec takes wherever it takes an entry name, beside the learning curve
 (``curve.csv``, ``curve.png``) and the trainer's state (for ``--resume``).
@@ -18,6 +21,7 @@ import argparse
 import csv
 from pathlib import Path
 
+from tournaments.cli import own_agents
 from tournaments.cli.common import CliError, nonempty, nonneg_int, pos_int
 
 
@@ -44,12 +48,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--stop-after", type=pos_int, metavar="N", help="stop after iteration N (resumable)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    own_agents.add_flag(p)  # opponents (or a teacher) of one's own
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from agents.lm.train import is_lm_config
 
+    own_agents.load_all(args.agents)
     if is_lm_config(args.config):
         return _train_language_model(args)
     from agents.rl.checkpoint import CheckpointError

@@ -73,14 +73,16 @@ def register_entries():
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch):
-    """The registry, the modules loaded here and sys.path as they were before the test."""
+    """The registry, the test's modules and sys.path as they were before the test."""
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
     monkeypatch.setattr(own_agents, "_LOADED", {})
     monkeypatch.setattr(own_agents, "_REGISTERED_HERE", set())
     monkeypatch.setattr(sys, "path", list(sys.path))
     modules = dict(sys.modules)
     yield
-    for name in [n for n in sys.modules if n not in modules]:
+    # The tests' own modules (all named ua_*) only: a library first imported during a test
+    # (torch, by training) stays, since importing its extension modules again would crash.
+    for name in [n for n in sys.modules if n not in modules and n.startswith("ua_")]:
         del sys.modules[name]
     sys.modules.update(modules)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -29,6 +30,12 @@ def is_user_error(err: BaseException) -> bool:
     # The registry is imported only by commands that build policies.
     registry = sys.modules.get("agents.registry")
     return registry is not None and isinstance(err, registry.UnknownEntry)
+
+
+def is_file_target(text: str) -> bool:
+    """Whether code to load names a file (``path/to/f.py``) rather than a dotted module
+    (``my_lab.agents``): ``--agents`` values and a spec's ``agents``."""
+    return text.endswith(".py") or "/" in text or os.sep in text
 
 
 def run_guarded(prog: str, body: Callable[[], int]) -> int:

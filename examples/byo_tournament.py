@@ -7,7 +7,7 @@
 
 The command line plays the same tournament, with the same results:
 
-    arena tournament examples/byo.toml --agents examples/my_agents.py --out runs/byo
+    arena tournament examples/byo.toml --out runs/byo   # the spec names my_agents.py
 
 The class (``my_agents.SignalSeller``) becomes a registry entry, ``signal_seller``, and
 the spec (``examples/byo.toml``) names it like any other. On Ray, the match workers are

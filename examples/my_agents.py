@@ -9,7 +9,7 @@ empty class to a seller that plays in a tournament.
 registers it for a command:
 
     arena eval --agents examples/my_agents.py --seller signal_seller --buyers haggler
-    arena tournament examples/byo.toml --agents examples/my_agents.py --out runs/byo
+    arena tournament examples/byo.toml --out runs/byo   # the spec names my_agents.py
 """
 
 from __future__ import annotations

@@ -75,11 +75,13 @@ def test_the_guides_tournament_plays_the_new_entry(tmp_path):
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and "signal_seller" in proc.stdout
-    # The guide's command line plays the same spec with the same results.
+    # The guide's command line plays the same spec with the same results: the spec names
+    # the module, from another folder too.
     cli = tmp_path / "cli"
     proc = subprocess.run(
         [sys.executable, "-m", "tournaments.cli", "tournament", str(ROOT / "examples" / "byo.toml"),
-         "--agents", str(AGENTS), "--out", str(cli), "--markets", "20", "--no-ray", "--quiet"],
+         "--out", str(cli), "--markets", "20", "--no-ray", "--quiet"],
+        cwd=tmp_path,
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,6 +7,7 @@ a file as ``python FILE.py`` would. Each test leaves the registry, ``sys.modules
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from agents import registry
 from tournaments import raysession
 from tournaments.cli import main, own_agents
 from tournaments.remote import PolicyHost
+from tournaments.store import ResultStore, stored_agents
 from tournaments.worker import MatchWorker
 
 MODULE = '''
@@ -206,6 +208,81 @@ def test_a_spec_names_the_entries_and_a_resumed_run_needs_them_again(capsys, tmp
     assert code == 0 and "is complete" in text
 
 
+def with_agents(spec: Path, *targets: str) -> Path:
+    """``spec`` with ``agents = [targets]`` in its [tournament] table, beside it."""
+    text = spec.read_text().replace("[tournament]\n", f"[tournament]\nagents = {list(targets)!r}\n")
+    out = spec.with_name(f"{spec.stem}_agents.toml")
+    out.write_text(text.replace("'", '"'))
+    return out
+
+
+def test_a_spec_that_names_its_modules_runs_on_ray_and_resumes_without_the_flag(
+    capsys, tmp_path, monkeypatch, ray_session
+):
+    start = dict(registry._ENTRIES)
+    mod = write(tmp_path, "ua_self.py", MODULE, p="ua_self")
+    hosted = write(tmp_path, "ua_self_hosted.py", HOSTED_MODULE, p="ua_self")
+    plain = write(tmp_path, "own.toml", SPEC, p="ua_self", markets=6, hosted='["ua_self_hosted"]')
+    spec = with_agents(plain, "ua_self.py", "ua_self_hosted.py")  # relative to the spec
+    flagged, named = tmp_path / "flagged", tmp_path / "named"
+    code, _, err = run(capsys, "tournament", plain, "--out", flagged, "--workers", "1", "--quiet",
+                       "--agents", mod, "--agents", hosted)  # fmt: skip
+    assert code == 0, err
+    # A new process, the spec alone, from another folder: the modules load from the
+    # spec's folder, here and in the Ray workers (one match worker, one policy host).
+    as_in_a_new_process(monkeypatch, start)
+    monkeypatch.chdir(tmp_path.parent)
+    code, _, err = run(capsys, "tournament", spec, "--out", named, "--workers", "1", "--quiet")
+    assert code == 0, err
+    assert rows(capsys, named) == rows(capsys, flagged)
+    # The folder records which code the entries were, and the report lists it.
+    for folder in (flagged, named):
+        stored = ResultStore.open(folder)
+        try:
+            recorded = stored_agents(stored.meta())
+        finally:
+            stored.close()
+        assert recorded == [
+            {"module": str(f), "entries": [f"ua_self_{e}" for e in es],
+             "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+            for f, es in ((mod, ["bandit", "haggler"]), (hosted, ["hosted"]))
+        ]  # fmt: skip
+    _, text, _ = run(capsys, "report", named)
+    assert "entries of ua_self.py" in text and "ua_self_bandit, ua_self_haggler" in text
+    # Resumed by the spec alone, in a new process: complete; the spec with the key and the
+    # one without are one spec, and a module given both ways is loaded and recorded once.
+    as_in_a_new_process(monkeypatch, start)
+    code, text, err = run(capsys, "tournament", spec, "--out", flagged, "--no-ray", "--agents", mod)
+    assert code == 0 and "is complete" in text, err
+    stored = ResultStore.open(flagged)
+    try:
+        assert [r["module"] for r in stored_agents(stored.meta())] == [str(mod), str(hosted)]
+    finally:
+        stored.close()
+
+
+@pytest.mark.parametrize(
+    ("agents", "needle"),
+    [
+        ('"ua_x.py"', "tournament.agents must be a list of Python files"),
+        ("[3]", "tournament.agents must be a list of Python files"),
+        ('[""]', "tournament.agents must be a list of Python files"),
+        ('["ua_missing.py"]', "tournament.agents: {tmp}/ua_missing.py: no such file"),
+        ('["ua_empty.py"]', "tournament.agents: {tmp}/ua_empty.py: registers no entry"),
+        ('["ua_missing_pkg.mod"]', "tournament.agents: cannot import 'ua_missing_pkg.mod'"),
+    ],
+)
+def test_a_spec_whose_modules_cannot_be_loaded_is_one_error_line(capsys, tmp_path, agents, needle):
+    write(tmp_path, "ua_empty.py", "X = 1\n")
+    text = SPEC.format(p="ua_bad", markets=4, hosted="[]")
+    spec = tmp_path / "bad.toml"
+    spec.write_text(text.replace("[tournament]\n", f"[tournament]\nagents = {agents}\n"))
+    err = refused(capsys, "tournament", spec, "--out", tmp_path / "run", "--no-ray")
+    assert err.startswith(f"arena: error: {spec}: "), err
+    assert needle.format(tmp=tmp_path) in err, err
+    assert not (tmp_path / "run").exists()
+
+
 def test_ray_workers_and_policy_hosts_register_the_entries_and_play_as_here(
     capsys, tmp_path, ray_session
 ):
@@ -327,7 +404,8 @@ def test_a_module_that_cannot_give_entries_is_one_error_line(capsys, tmp_path, n
 def test_a_missing_file_or_module_is_one_error_line(capsys, tmp_path):
     missing = tmp_path / "ua_missing.py"
     assert f"{missing}: no such file" in refused(capsys, "eval", "--agents", missing)
-    err = refused(capsys, "tournament", "SPEC.toml", "--agents", "ua_no_such_module")
+    spec = write(tmp_path, "own.toml", SPEC, p="ua_missing", markets=4, hosted="[]")
+    err = refused(capsys, "tournament", spec, "--agents", "ua_no_such_module")
     assert "cannot import 'ua_no_such_module'" in err
 
 
@@ -406,3 +484,37 @@ def test_train_takes_opponents_of_ones_own(capsys, tmp_path):
     with open(out / "curve.csv", newline="") as fh:
         evals = [k for k in next(csv.DictReader(fh)) if "ua_train_bandit" in k]
     assert evals  # the learning curve evaluates against the entry of one's own
+
+
+# ---------------------------------------------------------------------- league
+def test_a_league_takes_pools_of_ones_own_on_ray(capsys, tmp_path, ray_session):
+    """The pools name entries of one's own: the round robin's match workers and the
+    learners (Ray tasks, one per learner) register them before they play or train."""
+    from tests.test_league import LEAGUE, _config
+
+    mod = write(tmp_path, "ua_lg.py", MODULE, p="ua_lg")
+    text = LEAGUE.replace('"posted_price", "greedy_matcher"]', '"posted_price", "ua_lg_bandit"]')
+    text = text.replace('"truthful", "strategic", "mixed"]', '"truthful", "ua_lg_haggler"]')
+    cfg = _config(tmp_path / "cfg", "ua_lg", text)
+    out = tmp_path / "league"
+    err = refused(capsys, "league", cfg, "--out", out, "--quiet")
+    assert "ua_lg_bandit" in err and "pass --agents FILE.py" in err
+    assert not out.exists()
+    code, _, err = run(capsys, "league", cfg, "--out", out, "--quiet", "--agents", mod)
+    assert code == 0, err
+    stored = ResultStore.open(out)
+    try:
+        players = {m.seller for m in stored.spec().matches()} | {
+            m.buyer for m in stored.spec().matches()
+        }
+    finally:
+        stored.close()
+    assert {"ua_lg_bandit", "ua_lg_haggler"} <= players
+    # A league's [tournament] table does not load modules: the command line does.
+    bad = _config(
+        tmp_path / "bad",
+        "ua_lg",
+        text.replace("[tournament]\n", '[tournament]\nagents = ["ua_lg.py"]\n'),
+    )
+    err = refused(capsys, "league", bad, "--out", tmp_path / "bad_run", "--agents", mod)
+    assert "tournament.agents: a league loads entries of one's own from the command line" in err

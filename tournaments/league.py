@@ -487,7 +487,10 @@ class _League:
             return
         import ray  # started by run() for the whole league
 
-        task = ray.remote(num_cpus=1, max_retries=1)(run_learner)
+        from tournaments.raysession import task_function
+
+        # A learner's opponents may be entries of one's own (arena league --agents).
+        task = ray.remote(num_cpus=1, max_retries=1)(task_function(run_learner))
         refs = {task.remote(job): job for job in jobs}
         try:
             while refs:

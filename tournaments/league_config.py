@@ -261,6 +261,11 @@ def league_from_dict(
     for key in ("sellers", "buyers"):
         if key in t:
             raise LeagueError(f"tournament.{key}: the pools are the league's [seller]/[buyer] pool")
+    if "agents" in t:
+        raise LeagueError(
+            "tournament.agents: a league loads entries of one's own from the command line "
+            "(arena league CONFIG.toml --agents FILE.py)"
+        )
     tournament = {"tournament": t, "populations": dict(data.get("populations", {}))}
     tournament["configs"] = data.get("configs", {})
     name = league.pop("name", "league")

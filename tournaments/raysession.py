@@ -37,7 +37,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 CONNECT_TIMEOUT_S = 30.0
 """How long joining a cluster may take before the run stops with one error line."""
@@ -289,8 +289,9 @@ _SETUP: list[tuple[Callable[[], None], tuple[str, ...]]] = []
 @contextlib.contextmanager
 def worker_setup(setup: Callable[[], None], py_modules: Sequence[str] = ()) -> Iterator[None]:
     """For the duration, each actor built from ``actor_class(cls)`` calls ``setup()`` in
-    its process before ``cls.__init__``, and a cluster that ``connect`` joins gets
-    ``py_modules`` (local files or package folders) in its runtime environment. ``setup``
+    its process before ``cls.__init__`` (each task of ``task_function(fn)``, before
+    ``fn``), and a cluster that ``connect`` joins gets ``py_modules`` (local files or
+    package folders) in its runtime environment. ``setup``
     travels to the workers pickled: a module-level function, or a ``functools.partial``
     of one."""
     _SETUP.append((setup, tuple(py_modules)))
@@ -315,6 +316,22 @@ def actor_class(cls: type) -> type:
     WithSetup.__name__ = cls.__name__  # what Ray's logs and errors call the actor
     WithSetup.__doc__ = cls.__doc__
     return WithSetup
+
+
+def task_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The function to make a run's Ray task from: ``fn`` itself, or inside
+    ``worker_setup`` a function that runs the setup first (in the worker's process)."""
+    if not _SETUP:
+        return fn
+    setup = _SETUP[-1][0]
+
+    def with_setup(*args, **kwargs):  # pickled by value, with ``setup``, to the worker
+        setup()
+        return fn(*args, **kwargs)
+
+    with_setup.__name__ = fn.__name__  # what Ray's logs and errors call the task
+    with_setup.__doc__ = fn.__doc__
+    return with_setup
 
 
 def _runtime_env() -> dict | None:

@@ -26,6 +26,7 @@ from tournaments.effects import informative_effects
 from tournaments.formatting import Section
 from tournaments.records import Records
 from tournaments.spec import SpecError, TournamentSpec, stored_spec
+from tournaments.store import stored_agents
 from tournaments.tables import format_tables, sections
 
 
@@ -39,6 +40,8 @@ class RunInfo:
     """None when the folder holds no readable spec."""
     seed: Any = "-"
     versions: dict[str, str] = field(default_factory=dict)
+    agents: tuple[dict, ...] = ()
+    """The modules of entries of one's own (``tournaments.store.stored_agents``)."""
 
     @property
     def name(self) -> str:
@@ -68,7 +71,12 @@ def run_info(meta: Mapping[str, Any]) -> RunInfo:
         spec = None
     versions = _parsed(meta.get("versions", {}))
     seed = spec.seed if spec else _parsed(meta.get("seed", "-"))
-    return RunInfo(spec, seed, dict(sorted(versions.items())) if isinstance(versions, dict) else {})
+    return RunInfo(
+        spec,
+        seed,
+        dict(sorted(versions.items())) if isinstance(versions, dict) else {},
+        tuple(stored_agents(meta)),
+    )
 
 
 def _meta_rows(info: RunInfo, analysis: Analysis, seed: int) -> list[list[str]]:
@@ -84,6 +92,14 @@ def _meta_rows(info: RunInfo, analysis: Analysis, seed: int) -> list[list[str]]:
     rows += [
         ["disclosure rules", ", ".join(spec.disclosure) if spec else "-"],
         ["configs", ", ".join(sorted(n for n, _ in spec.configs)) if spec else "-"],
+        *(
+            [
+                f"entries of {Path(m['module']).name}",
+                f"{', '.join(m['entries'])} ({m['module']}"
+                + (f", sha256 {m['sha256'][:12]})" if m.get("sha256") else ")"),
+            ]
+            for m in info.agents
+        ),
         [
             "rating reference",
             info.reference

@@ -16,9 +16,10 @@ import contextlib
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agents.torch_threads import one_torch_thread
 from arena import limits
@@ -68,6 +69,7 @@ def run_tournament(
     extend: bool = False,
     *,
     connect_timeout: float | None = None,
+    agents: Sequence[Mapping[str, Any]] = (),
 ) -> RunSummary:
     """Play every unit of ``spec`` not yet stored in ``folder``; resumable at any point.
 
@@ -77,7 +79,9 @@ def run_tournament(
     A folder this call created is removed again if the run stops before it stored
     anything (a cluster that cannot be joined leaves no half-made folder).
     ``extend``: ``folder`` may hold a run of a spec that ``spec`` extends (more entries);
-    only the new matches are played (``ResultStore.create_or_resume``)."""
+    only the new matches are played (``ResultStore.create_or_resume``).
+    ``agents``: the modules that registered entries of one's own, as the folder records
+    them (``ResultStore.record_agents``)."""
     from tournaments.raysession import CONNECT_TIMEOUT_S, LOG_NAME, output_to
 
     if workers < 1:
@@ -99,6 +103,7 @@ def run_tournament(
     done = 0
     try:
         done = store.units_stored()
+        store.record_agents(agents)
         total = count_units(spec, unit_markets)
         todo = _todo(store, spec, unit_markets)
         left = total - done

@@ -14,6 +14,7 @@ A spec::
     disclosure = ["hidden", "mandatory"]
     reference = "posted_price"     # the entry pinned on the rating scale
     checkpoints = ["ck/buyer"]      # optional: checkpoints named in populations only
+    agents = ["my_agents.py"]       # optional: files (or modules) registering entries
 
     [populations]                  # optional short names for buyer populations
     mixed = "noisy_human:0.5,strategic:0.5"
@@ -29,6 +30,13 @@ buyer). It plays under the name in its config.json, so moving it changes nothing
 population names it by that name once it is listed in ``checkpoints``. The spec carries
 the checkpoints' bytes to every worker, and a run folder stores their names and weights
 hashes, so a changed checkpoint is a different spec.
+
+Entries of one's own: ``agents`` lists Python files (relative to the spec's folder) or
+dotted module names that register entries, as ``arena tournament --agents FILE.py``
+would load them (``spec_agents``); the spec then runs with no flag, and a resumed run
+finds them again. Which code an entry is does not make a spec another one: the run
+folder records each module and a hash of its file beside the spec
+(``ResultStore.record_agents``), and ``arena report`` lists them.
 
 Words: a *market* is one market instance; a *config* is a market structure (a
 ``MarketConfig``, one ``[configs.NAME]`` table). Spec files written before that
@@ -53,6 +61,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from agents.command import is_file_target
 from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.seeding import keyed_seed
@@ -72,6 +81,7 @@ _TOURNAMENT_KEYS = {
     "hosted",
     "checkpoints",
     "prompts",
+    "agents",
 }
 
 
@@ -408,6 +418,7 @@ def spec_from_dict(
     t = {**t, **{k: v for k, v in overrides.items() if v is not None}}
     for key in ("sellers", "buyers"):
         _str_list(t, key, None)
+    _agents_list(t)  # loaded by the command before the spec is read (``spec_agents``)
     disclosure = _str_list(t, "disclosure", ["hidden"])
     markets_per_match = _int_key(t, "markets", 1000, 1)
     transcripts = _int_key(t, "transcripts", 2, 0)
@@ -474,6 +485,40 @@ def stored_spec(data: dict[str, Any]) -> TournamentSpec:
         }
         data = {**data, key: tables}
     return spec_from_dict(data, check_entries=False)
+
+
+def _agents_list(t: dict) -> list[str]:
+    value = t.get("agents", [])
+    _check(
+        isinstance(value, list) and all(isinstance(x, str) and x.strip() for x in value),
+        "tournament.agents must be a list of Python files (relative to the spec's folder) or "
+        f"dotted module names, got {value!r}",
+    )
+    return value
+
+
+def spec_agents(path: str) -> tuple[str, ...]:
+    """The ``agents`` a spec file names, each file's path resolved against the spec's
+    folder (a dotted module name as it is); SpecError naming the file when the spec cannot
+    be read or the key is no list of names. The command loads them before it reads the
+    spec itself, whose entry names may be theirs."""
+    from pathlib import Path
+
+    try:
+        data = read_toml(path, "spec")
+    except ValueError as err:
+        raise SpecError(str(err)) from None
+    t = data.get("tournament")
+    if not isinstance(t, dict):
+        return ()  # load_spec says what is wrong
+    try:
+        targets = _agents_list(t)
+    except SpecError as err:
+        raise SpecError(f"{path}: {err}") from None
+    base = Path(path).parent
+    return tuple(
+        str(base / x) if is_file_target(x) and not Path(x).is_absolute() else x for x in targets
+    )
 
 
 def load_spec(path: str, **overrides: Any) -> TournamentSpec:

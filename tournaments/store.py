@@ -2,7 +2,8 @@
 
 Tables::
 
-    meta         key -> value: the spec (JSON), seed, package versions, creation time
+    meta         key -> value: the spec (JSON), seed, package versions, creation time,
+                 the modules of entries of one's own (`agents`, JSON)
     matches      match number -> match_id, seller, buyer, disclosure, config (name)
     units        (match_id, start, stop): the slices of work already stored
     unit_rows    one row per unit: (match number, start, stop) and every metric of
@@ -56,10 +57,11 @@ import platform
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import metadata
 from numbers import Integral, Real
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -254,6 +256,24 @@ class ResultStore:
                 (u.match_id, u.start, u.stop),
             )
         return True
+
+    def record_agents(self, modules: Sequence[Mapping[str, Any]]) -> None:
+        """Keep which code the run's entries of one's own came from (``--agents``, a spec's
+        ``agents``): meta ``agents``, a JSON list of ``{"module", "entries", "sha256"}``.
+        A resumed run adds its modules (one given again replaces its record); what is
+        stored already is not written again."""
+        if not modules:
+            return
+        by_module = {r["module"]: r for r in stored_agents(self.meta())}
+        for m in modules:
+            by_module[m["module"]] = dict(m)
+        text = json.dumps(sorted(by_module.values(), key=lambda r: r["module"]), sort_keys=True)
+        if self.meta().get("agents") == text:
+            return
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('agents', ?)", (text,)
+            )
 
     # ------------------------------------------------------------------ reading
     def meta(self) -> dict[str, str]:
@@ -648,6 +668,23 @@ def _check_store(conn: sqlite3.Connection, path: Path, spec: TournamentSpec) -> 
         raise corrupt(
             path, f"unit {row[0]} markets {row[1]}-{row[2] - 1} has a units row but no stored rows"
         )
+
+
+def stored_agents(meta: Mapping[str, Any]) -> list[dict]:
+    """The modules a run folder recorded (``ResultStore.record_agents``): none for a
+    folder without them; a record that is not one is left out."""
+    value = meta.get("agents", "[]")
+    try:
+        rows = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(rows, list):
+        return []
+    return [
+        r for r in rows
+        if isinstance(r, dict) and isinstance(r.get("module"), str)
+        and isinstance(r.get("entries"), list) and all(isinstance(e, str) for e in r["entries"])
+    ]  # fmt: skip
 
 
 def _add_run(

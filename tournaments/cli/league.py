@@ -1,12 +1,14 @@
 """``arena league``: rounds of a seller learner and a buyer learner against frozen pools.
 
     arena league tournaments/leagues/league.toml --out runs/league [--rounds K]
-        [--workers N] [--address HOST:PORT] [--no-ray] [--quiet]
+        [--workers N] [--address HOST:PORT] [--no-ray] [--quiet] [--agents FILE.py]
 
 Resumable: rerun the same command after a kill and the league goes on from its first
 incomplete round, keeping every finished learner, stored round-robin unit and best
 response. ``--rounds`` may grow a finished league by more rounds. See
-``tournaments.league`` for what a round does and what the folder holds.
+``tournaments.league`` for what a round does and what the folder holds. ``--agents``
+loads entries of one's own, which the pools may then name (here, and on Ray in every
+learner and match worker); a resumed league needs the same ``--agents``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from tournaments.cli import own_agents
 from tournaments.cli.common import CliError, pos_int
 
 
@@ -21,24 +24,29 @@ def cmd_league(args: argparse.Namespace) -> int:
     from tournaments.league import LeagueError, load_league_config, run_league
     from tournaments.league_report import league_rows, load_rounds
 
+    agents = own_agents.load_all(args.agents)
     try:
         cfg = load_league_config(args.config, rounds=args.rounds)
     except LeagueError as err:
+        if own_agents.names_unknown_entry(err):
+            raise CliError(own_agents.hinted(err, args.agents)) from None
         raise CliError(str(err)) from None
     out = args.out or os.path.join("runs", cfg.name)
     print(
         f"league {cfg.name}: {cfg.rounds} rounds, {cfg.learners} learner(s) per side, "
         f"meta-strategy {cfg.meta_strategy} -> {out}"
     )
-    summary = run_league(
-        cfg,
-        out,
-        workers=args.workers,
-        address=args.address,
-        use_ray=not args.no_ray,
-        progress=not args.quiet,
-        log=print,
-    )
+    # On Ray, every learner and match worker registers the --agents entries first.
+    with own_agents.ship(() if args.no_ray else agents), own_agents.worker_errors():
+        summary = run_league(
+            cfg,
+            out,
+            workers=args.workers,
+            address=args.address,
+            use_ray=not args.no_ray,
+            progress=not args.quiet,
+            log=print,
+        )
     rows = league_rows(load_rounds(out))
     print(f"\n{len(summary.rounds_run)} round(s) run in {summary.wall_s:.0f} s")
     _print_rows(rows)
@@ -87,4 +95,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", help="join an existing Ray cluster (else RAY_ADDRESS, else local)")
     p.add_argument("--no-ray", action="store_true", help="everything in this process, in turn")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    own_agents.add_flag(p)
     p.set_defaults(func=cmd_league)

@@ -25,15 +25,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import importlib
 import importlib.util
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from agents.command import is_file_target
 from tournaments.cli.common import CliError
 
 AGENTS_HELP = (
@@ -54,15 +55,16 @@ class AgentsModule:
     root: str  # the folder on sys.path while it imports
     ship: str | None  # what a joined cluster gets (py_modules); None: installed there too
     entries: tuple[str, ...]  # the entry names it registered, in order
+    sha256: str | None = None  # of the module's file as loaded (None: no file)
 
     @property
     def is_file(self) -> bool:
         return is_file_target(self.target)
 
-
-def is_file_target(text: str) -> bool:
-    """Whether a target names a file (``path/to/f.py``) rather than a dotted module."""
-    return text.endswith(".py") or "/" in text or os.sep in text
+    def record(self) -> dict:
+        """What a run folder keeps of it (``ResultStore.record_agents``): which code its
+        entries were."""
+        return {"module": self.target, "entries": list(self.entries), "sha256": self.sha256}
 
 
 # ---------------------------------------------------------------------- loading
@@ -199,14 +201,24 @@ def load_agents(target: str, imported_here: frozenset[str] = frozenset()) -> Age
             "its top level or in a register_entries() function "
             "(docs/bring_your_own_agent.md)"
         )
+    digest = _file_sha256(getattr(module, "__file__", None))
     if is_file_target(target):
         path = Path(module.__file__).resolve()
-        loaded = AgentsModule(str(path), module.__name__, str(path.parent), str(path), new)
+        loaded = AgentsModule(str(path), module.__name__, str(path.parent), str(path), new, digest)
     else:
         root, ship = _package_root(module)
-        loaded = AgentsModule(target, module.__name__, root, ship, new)
+        loaded = AgentsModule(target, module.__name__, root, ship, new, digest)
     _LOADED[module.__name__] = loaded
     return loaded
+
+
+def _file_sha256(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _defined_in(factory, module: ModuleType) -> bool:
@@ -239,12 +251,19 @@ def _package_root(module: ModuleType) -> tuple[str, str | None]:
     return str(where.resolve().parent), None if installed else str(where.resolve())
 
 
-def load_all(targets: Sequence[str] | None) -> tuple[AgentsModule, ...]:
-    """``load_agents`` on each ``--agents`` value, in order; each module once."""
-    out: dict[str, AgentsModule] = {}
+def load_all(
+    targets: Sequence[str] | None, where: str = "", before: Sequence[AgentsModule] = ()
+) -> tuple[AgentsModule, ...]:
+    """``load_agents`` on each ``--agents`` value, in order, after the modules ``before``
+    (loaded already: kept first); each module once. ``where`` begins every error message
+    (which file named the targets)."""
+    out: dict[str, AgentsModule] = {m.name: m for m in before}
     start = set(sys.modules)
     for target in targets or ():
-        loaded = load_agents(target, frozenset(sys.modules.keys() - start))
+        try:
+            loaded = load_agents(target, frozenset(sys.modules.keys() - start))
+        except CliError as err:
+            raise CliError(f"{where}{err}") from None
         out[loaded.name] = loaded
     return tuple(out.values())
 

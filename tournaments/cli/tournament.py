@@ -24,7 +24,7 @@ from tournaments.cli.common import (
 def cmd_tournament(args: argparse.Namespace) -> int:
     from arena import limits
     from tournaments.runner import run_tournament
-    from tournaments.spec import SpecError, load_spec
+    from tournaments.spec import SpecError, load_spec, spec_agents
 
     if args.no_ray and args.address:
         raise CliError(
@@ -32,12 +32,15 @@ def cmd_tournament(args: argparse.Namespace) -> int:
         )
     if args.no_ray and args.connect_timeout is not None:
         raise CliError("--connect-timeout waits for a Ray cluster and --no-ray plays without Ray")
-    agents = own_agents.load_all(args.agents)
+    # The spec's own `agents` first, then --agents: each registers entries it may name.
+    named = spec_agents(args.spec)
+    agents = own_agents.load_all(named, where=f"{args.spec}: tournament.agents: ")
+    agents = own_agents.load_all(args.agents, before=agents)
     try:
         spec = load_spec(args.spec, markets=args.markets, seed=args.seed)
     except SpecError as err:
         if own_agents.names_unknown_entry(err):
-            raise CliError(own_agents.hinted(err, args.agents)) from None
+            raise CliError(own_agents.hinted(err, [*named, *(args.agents or [])])) from None
         raise
     # What the run would need, checked before anything is printed or created.
     limits.spec_unit_markets(spec)
@@ -62,6 +65,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
             use_ray=not args.no_ray,
             progress=not args.quiet,
             connect_timeout=args.connect_timeout,  # None: the runner's default
+            agents=[m.record() for m in agents],
         )
     if summary.complete_before:
         say(
@@ -306,7 +310,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             "Run a round-robin tournament from a TOML spec (resumable: the same command on\n"
             "the same --out goes on where it stopped). Entries of one's own: --agents FILE.py\n"
             "registers them here and, on Ray, in every worker (the file is shipped to a\n"
-            "cluster joined with --address); a resumed run needs the same --agents."
+            "cluster joined with --address); a resumed run needs the same --agents. A spec\n"
+            'may name them itself: agents = ["my_agents.py"] in its [tournament] table.'
         ),
     )
     p.add_argument("spec", metavar="SPEC", help="tournament spec (TOML)")

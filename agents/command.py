@@ -32,6 +32,31 @@ def is_user_error(err: BaseException) -> bool:
     return registry is not None and isinstance(err, registry.UnknownEntry)
 
 
+def where_raised(err: BaseException) -> str:
+    """Where ``err`` was raised in code of one's own (a policy class, an ``--agents``
+    module): the deepest frame of its traceback outside this project's packages, Python's
+    and the installed libraries, as `` (at FILE:LINE, in FUNC)``; "" if there is none. A
+    Ray task's error carries its remote traceback as text (in its message), read too."""
+    import re
+    import sysconfig
+    import traceback
+    from pathlib import Path
+
+    ours = Path(__file__).resolve().parents[1]
+    skip = [ours / "arena", ours / "agents", ours / "tournaments"]
+    skip += [Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "purelib", "platlib")]
+    frames = [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(err.__traceback__)]
+    if type(err).__module__.startswith("ray."):  # the remote traceback, as text
+        remote = getattr(err, "traceback_str", None) or str(err)
+        frames += re.findall(r'File "([^"]+)", line (\d+), in (\S+)', remote)
+    for filename, line, name in reversed(frames):
+        if filename.startswith("<"):  # <string>, <frozen ...>: no file of one's own
+            continue
+        if not any(Path(filename).resolve().is_relative_to(d) for d in skip):
+            return f" (at {filename}:{line}, in {name})"
+    return ""
+
+
 def is_file_target(text: str) -> bool:
     """Whether code to load names a file (``path/to/f.py``) rather than a dotted module
     (``my_lab.agents``): ``--agents`` values and a spec's ``agents``."""

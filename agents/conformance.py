@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.command import where_raised
 from agents.env import SellerEnv
 from agents.rollout import play_batch
 from arena.config import MarketConfig
@@ -163,7 +163,8 @@ def _check(
         try:
             engine = play_batch(batch, *pair(policy))
         except Exception as err:  # noqa: BLE001 - the check reports, it does not crash
-            engine, raised = None, f"config {c}: raised {type(err).__name__}: {err}{_where(err)}"
+            where = where_raised(err)
+            engine, raised = None, f"config {c}: raised {type(err).__name__}: {err}{where}"
         # The malformed arrays seen before a raise say what the policy got wrong.
         problems += [f"config {c}: {p}" for p in dict.fromkeys(policy.problems)]
         if engine is None:
@@ -190,26 +191,9 @@ def _check(
             problems += [f"config {c}: {p}" for p in _restarts(side, factory, cfg, seed + c)]
         except Exception as err:  # noqa: BLE001
             problems.append(
-                f"config {c}: raised {type(err).__name__} under restarts: {err}{_where(err)}"
+                f"config {c}: raised {type(err).__name__} under restarts: {err}{where_raised(err)}"
             )
     return problems
-
-
-def _where(err: BaseException) -> str:
-    """Where ``err`` was raised in the checked policy's own code: the deepest frame of its
-    traceback outside this package's modules, Python's and the installed libraries
-    (`` (at FILE:LINE, in FUNC)``), or "" if there is none."""
-    import sysconfig
-    import traceback
-
-    ours = Path(__file__).resolve().parents[1]
-    skip = [ours / "arena", ours / "agents", ours / "tournaments"]
-    skip += [Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "purelib", "platlib")]
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        path = Path(frame.filename).resolve()
-        if not any(path.is_relative_to(d) for d in skip):
-            return f" (at {frame.filename}:{frame.lineno}, in {frame.name})"
-    return ""
 
 
 _RESTART_ROWS = 4

@@ -243,3 +243,12 @@ def test_bench_report_refuses_no_repeats(capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", list(sys.argv))  # bench sets argv for its script
     assert main(["bench", "report", "runs/none", "--repeats", "0"]) == 2
     assert "argument --repeats: expected a positive integer, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["eval", "play", "agents"])
+def test_an_unknown_flag_points_to_the_commands_own_help(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--bogus"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"arena: error: unrecognized arguments: --bogus (see: arena {command} --help)\n"

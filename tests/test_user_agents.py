@@ -261,6 +261,71 @@ def test_a_spec_that_names_its_modules_runs_on_ray_and_resumes_without_the_flag(
         stored.close()
 
 
+def test_a_run_is_not_finished_with_changed_code_for_its_entries(capsys, tmp_path, monkeypatch):
+    """Markets stored by one version of an entry and the rest played by another would be
+    one set of results from two policies: a resumed run refuses other code for an entry
+    (the module's file changed, or another file registers the entry now)."""
+    from tournaments.runner import run_tournament
+    from tournaments.spec import load_spec
+
+    start = dict(registry._ENTRIES)
+    mod = write(tmp_path, "ua_chg.py", MODULE, p="ua_chg")
+    write(tmp_path, "ua_chg_hosted.py", HOSTED_MODULE, p="ua_chg")
+    plain = write(tmp_path, "own.toml", SPEC, p="ua_chg", markets=8, hosted="[]")
+    spec = with_agents(plain, "ua_chg.py", "ua_chg_hosted.py")
+
+    def stopped_run(out: Path) -> None:
+        """The run of ``spec`` into ``out``, stopped after its first unit (as a kill would)."""
+        loaded = own_agents.load_all(
+            [str(tmp_path / "ua_chg.py"), str(tmp_path / "ua_chg_hosted.py")]
+        )
+
+        def stop(*_):
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            run_tournament(
+                load_spec(str(spec)), out, use_ray=False, progress=False, unit_markets=4,
+                on_result=stop, agents=[m.record() for m in loaded],
+            )  # fmt: skip
+
+    out = tmp_path / "run"
+    stopped_run(out)
+    first = hashlib.sha256(mod.read_bytes()).hexdigest()
+    argv = ["tournament", spec, "--out", out, "--no-ray", "--quiet"]
+    # The module's file changed: refused, and nothing stored is touched.
+    as_in_a_new_process(monkeypatch, start)
+    mod.write_text(mod.read_text().replace('"A bandit."', '"A bandit, changed."'))
+    err = refused(capsys, *argv)
+    assert (
+        f"{out} was played with ua_chg_bandit, ua_chg_haggler ({mod}, sha256 {first[:12]})" in err
+    )
+    assert "the file has changed since" in err and "another --out" in err
+    # Restored, the run finishes; a complete run then keeps the record of its code.
+    as_in_a_new_process(monkeypatch, start)
+    mod.write_text(mod.read_text().replace('"A bandit, changed."', '"A bandit."'))
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    as_in_a_new_process(monkeypatch, start)
+    mod.write_text(mod.read_text().replace('"A bandit."', '"A bandit, changed."'))
+    code, text, err = run(capsys, *argv[:-1])
+    assert code == 0 and "is complete" in text, err
+    stored = ResultStore.open(out)
+    try:
+        assert stored_agents(stored.meta())[0]["sha256"] == first
+    finally:
+        stored.close()
+    # Another file registering the same entries, on another stopped run: refused too.
+    as_in_a_new_process(monkeypatch, start)
+    mod.write_text(mod.read_text().replace('"A bandit, changed."', '"A bandit."'))
+    stopped_run(tmp_path / "run2")
+    as_in_a_new_process(monkeypatch, start)
+    other = write(tmp_path, "ua_chg_other.py", MODULE, p="ua_chg")
+    err = refused(capsys, "tournament", plain, "--out", tmp_path / "run2", "--no-ray",
+                  "--agents", other, "--agents", tmp_path / "ua_chg_hosted.py")  # fmt: skip
+    assert f"and {other} registers ua_chg_bandit, ua_chg_haggler now" in err
+
+
 @pytest.mark.parametrize(
     ("agents", "needle"),
     [
@@ -518,3 +583,44 @@ def test_a_league_takes_pools_of_ones_own_on_ray(capsys, tmp_path, ray_session):
     )
     err = refused(capsys, "league", bad, "--out", tmp_path / "bad_run", "--agents", mod)
     assert "tournament.agents: a league loads entries of one's own from the command line" in err
+
+
+# ---------------------------------------------------------------------- errors in one's code
+RAISING = """
+from agents.registry import Entry, register
+from agents.scripted.sellers import PostedPrice
+
+
+class Boom(PostedPrice):
+    def act(self, obs):
+        return 1 / 0
+
+
+register(Entry("{p}_boom", "seller", "agent", Boom, {{}}, "Raises."))
+"""
+
+
+def test_an_error_in_ones_own_policy_is_one_line_with_its_place(capsys, tmp_path, ray_session):
+    """Every command that plays the entry, here and on a Ray worker, says what was raised
+    and where in the module (file, line, function), as `arena check` does."""
+    mod = write(tmp_path, "ua_boom.py", RAISING, p="ua_boom")
+    where = f"ZeroDivisionError: division by zero (at {mod}:8, in act)"
+    flags = ["--agents", mod, "--seller", "ua_boom_boom", "--buyers", "truthful"]
+    assert refused(capsys, "eval", *flags, "--markets", "4") == f"arena: error: {where}\n"
+    assert refused(capsys, "play", *flags) == f"arena: error: {where}\n"
+    spec = write(tmp_path, "boom.toml", """
+        [tournament]
+        name = "boom"
+        markets = 4
+        sellers = ["ua_boom_boom"]
+        buyers = ["truthful"]
+        agents = ["ua_boom.py"]
+        [configs.a]
+        buyers = 3
+        products = 2
+    """)  # fmt: skip
+    unit = "unit ua_boom_boom|truthful|hidden|a markets 0-3 failed"
+    err = refused(capsys, "tournament", spec, "--out", tmp_path / "here", "--no-ray")
+    assert err == f"arena: error: {unit}: {where}\n"
+    err = refused(capsys, "tournament", spec, "--out", tmp_path / "ray", "--workers", "1")
+    assert err == f"arena: error: {unit} 3 times; last: {where}\n"

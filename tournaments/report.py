@@ -106,10 +106,34 @@ def _meta_rows(info: RunInfo, analysis: Analysis, seed: int) -> list[list[str]]:
             if info.reference in {r.player for r in analysis.ratings}
             else "(mean at 1000)",
         ],
-        ["market rows analysed", str(analysis.markets)],
+        ["market rows analysed", _rows_analysed(info, analysis)],
         ["analysis seed", str(seed)],
     ]
     return rows
+
+
+def planned_markets(info: RunInfo) -> int | None:
+    """The market rows a run's spec plans (None without a readable spec)."""
+    return info.spec.markets * len(info.spec.matches()) if info.spec else None
+
+
+def incomplete(meta: Mapping[str, Any], analysed: int) -> str | None:
+    """What a report of a run that stored fewer markets than its spec plans says of it
+    (None when complete): a report of part of a run must not read as the whole."""
+    planned = planned_markets(run_info(meta))
+    if planned is None or analysed >= planned:
+        return None
+    return (
+        f"incomplete run: {analysed:,} of {planned:,} planned markets stored; its tables "
+        "cover those only (the same arena tournament command finishes it)"
+    )
+
+
+def _rows_analysed(info: RunInfo, analysis: Analysis) -> str:
+    planned = planned_markets(info)
+    if planned is None or analysis.markets >= planned:
+        return str(analysis.markets)
+    return f"{analysis.markets} of {planned} planned (incomplete run)"
 
 
 def _reference(records: Records, meta: Mapping[str, Any]) -> str | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.command import where_raised
 from agents.torch_threads import one_torch_thread
 from arena import limits
 from arena.words import plural
@@ -103,10 +104,11 @@ def run_tournament(
     done = 0
     try:
         done = store.units_stored()
-        store.record_agents(agents)
         total = count_units(spec, unit_markets)
         todo = _todo(store, spec, unit_markets)
         left = total - done
+        if left:  # a complete run keeps the record of the code it was played with
+            store.record_agents(agents)
 
         def store_result(result: UnitResult) -> None:
             if not store.write(result):
@@ -205,7 +207,7 @@ def _run_here(spec: TournamentSpec, todo: Iterator[Unit], store_result) -> None:
         except Exception as err:  # a policy bug: stop with what is stored kept
             raise TournamentError(
                 f"unit {unit.match_id} markets {unit.start}-{unit.stop - 1} "
-                f"failed: {type(err).__name__}: {err}"
+                f"failed: {type(err).__name__}: {err}{where_raised(err)}"
             ) from err
         store_result(result)
 
@@ -321,7 +323,7 @@ def _schedule(todo, actors, hosts, remote_worker, spec_ref, spec, store_result, 
                 if not _alive(host):
                     hosts[key] = _new_host(spec, *key)
                     ctx["replaced"] += 1
-            retry([unit], _first_line(err))
+            retry([unit], _first_line(err) + where_raised(err))
             submit(slot)
             continue
         except RayActorError as err:

@@ -34,9 +34,10 @@ hashes, so a changed checkpoint is a different spec.
 Entries of one's own: ``agents`` lists Python files (relative to the spec's folder) or
 dotted module names that register entries, as ``arena tournament --agents FILE.py``
 would load them (``spec_agents``); the spec then runs with no flag, and a resumed run
-finds them again. Which code an entry is does not make a spec another one: the run
-folder records each module and a hash of its file beside the spec
-(``ResultStore.record_agents``), and ``arena report`` lists them.
+finds them again. Where the modules are named does not make a spec another one; the
+run folder records each module and a hash of its file beside the spec, refuses to
+finish a run with changed code for an entry (``ResultStore.record_agents``), and
+``arena report`` lists the modules.
 
 Words: a *market* is one market instance; a *config* is a market structure (a
 ``MarketConfig``, one ``[configs.NAME]`` table). Spec files written before that

@@ -260,13 +260,22 @@ class ResultStore:
     def record_agents(self, modules: Sequence[Mapping[str, Any]]) -> None:
         """Keep which code the run's entries of one's own came from (``--agents``, a spec's
         ``agents``): meta ``agents``, a JSON list of ``{"module", "entries", "sha256"}``.
-        A resumed run adds its modules (one given again replaces its record); what is
-        stored already is not written again."""
+        A resumed run adds the modules it was not given before. A run whose units were
+        played with other code for an entry (its module's file changed, or another file
+        registers it now) is refused (StoreError): finishing it would mix two versions of
+        that entry in one set of results."""
         if not modules:
             return
-        by_module = {r["module"]: r for r in stored_agents(self.meta())}
+        records = stored_agents(self.meta())
+        by_entry = {e: r for r in records for e in r["entries"]}
+        by_module = {r["module"]: r for r in records}
+        if records and self.units_stored():
+            for m in modules:
+                for old in [by_module.get(m["module"])] + [by_entry.get(e) for e in m["entries"]]:
+                    if old is not None and _other_code(old, m):
+                        raise StoreError(_changed_code(self.path.parent, old, m))
         for m in modules:
-            by_module[m["module"]] = dict(m)
+            by_module.setdefault(m["module"], dict(m))
         text = json.dumps(sorted(by_module.values(), key=lambda r: r["module"]), sort_keys=True)
         if self.meta().get("agents") == text:
             return
@@ -668,6 +677,28 @@ def _check_store(conn: sqlite3.Connection, path: Path, spec: TournamentSpec) -> 
         raise corrupt(
             path, f"unit {row[0]} markets {row[1]}-{row[2] - 1} has a units row but no stored rows"
         )
+
+
+def _other_code(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a module record is other code than the one stored (another file, or the
+    same file with other bytes; a module without a file hash is taken as it is)."""
+    if old["module"] != new["module"]:
+        return True
+    return bool(old.get("sha256") and new.get("sha256") and old["sha256"] != new["sha256"])
+
+
+def _changed_code(folder: Path, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    shared = [e for e in new["entries"] if e in old["entries"]] or list(old["entries"])
+    what = f"{', '.join(shared)} ({old['module']}, sha256 {str(old.get('sha256'))[:12]})"
+    if old["module"] != new["module"]:
+        now = f"{new['module']} registers {', '.join(shared)} now"
+    else:
+        now = f"the file has changed since (sha256 {str(new.get('sha256'))[:12]} now)"
+    return (
+        f"{folder} was played with {what}, and {now}: finishing the run would mix two "
+        "versions in one set of results; restore that code, or play this one into another "
+        "--out"
+    )
 
 
 def stored_agents(meta: Mapping[str, Any]) -> list[dict]:

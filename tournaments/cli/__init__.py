@@ -9,7 +9,8 @@
 
 Every command turns bad input (unknown names, malformed files, impossible parameters)
 into one ``arena: error: ...`` line and exit code 2; nothing here prints a traceback for
-a user's mistake.
+a user's mistake. An error raised in code of one's own (a policy of an ``--agents``
+module) is one line too, with the file and line where it was raised.
 """
 
 from __future__ import annotations
@@ -18,12 +19,20 @@ import argparse
 import os
 import sys
 
-from agents.command import is_user_error, one_line
+from agents.command import is_user_error, one_line, where_raised
 from tournaments.cli import bench, check, compare, league, market, tournament, train
 from tournaments.cli.common import CliError, Parser
 
 GROUPS = (market, tournament, compare, train, league, bench, check)
 """Command groups, in the order ``arena --help`` lists them."""
+
+
+RESUME = {
+    "tournament": "; every stored unit is kept, and the same command finishes the run",
+    "league": "; the same command goes on from the first unfinished round",
+    "train": "; the same command with --resume goes on from the last saved checkpoint",
+}
+"""What an interrupted command says of going on (commands that keep their work)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and not getattr(args, "takes_rest", False):
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        # The command's own parser, so that the message points to `arena COMMAND --help`.
+        (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(rest)}")
     args.rest = rest
     try:
         return args.func(args)
@@ -46,13 +57,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
         return 0
     except KeyboardInterrupt:
-        print("arena: interrupted", file=sys.stderr)
+        print(f"arena: interrupted{RESUME.get(args.command, '')}", file=sys.stderr)
         return 130
     except Exception as err:
-        if not (isinstance(err, CliError) or is_user_error(err)):
+        # Raised in code of one's own (a policy class, an --agents module): where, in one
+        # line, as `arena check` says it; a bug of this package still raises.
+        where = "" if isinstance(err, CliError) else where_raised(err)
+        if not (isinstance(err, CliError) or is_user_error(err) or where):
             raise
         # A run that cannot go on (TournamentError) is a RuntimeError; results are kept.
-        print(f"arena: error: {one_line(err)}", file=sys.stderr)
+        text = f"{type(err).__name__}: {one_line(err)}{where}" if where else one_line(err)
+        print(f"arena: error: {text}", file=sys.stderr)
         return 2
 
 

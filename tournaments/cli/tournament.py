@@ -110,7 +110,7 @@ def _report(folder: str, full: bool, quiet: bool = False, html: bool = False) ->
     and a warning). Progress on stderr unless ``quiet``."""
     from tournaments.analysis import BACKGROUND_ELO_GAMES, COLUMNS
     from tournaments.formatting import format_section
-    from tournaments.report import analyze_run, report_text, start_elo, write_report
+    from tournaments.report import analyze_run, incomplete, report_text, start_elo, write_report
     from tournaments.store import ResultStore
     from tournaments.tables import sections
 
@@ -145,6 +145,11 @@ def _report(folder: str, full: bool, quiet: bool = False, html: bool = False) ->
         text = format_section(ratings)
     steps.close()
     print(text)
+    partial = incomplete(meta, records.rows)
+    if partial is not None:
+        import sys
+
+        print(f"arena: warning: {folder}: {partial}", file=sys.stderr)
     if unwritten is not None:
         import sys
 
@@ -261,32 +266,43 @@ def _print_outcome(turns: list[dict], row: dict[str, float] | None) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    import sys
+
+    from agents.lm.transcripts import to_jsonl
+    from tournaments.report import incomplete
     from tournaments.store import ResultStore
 
     if not args.to and not args.transcripts:
         raise CliError("export what? --to FILE.csv|FILE.json and/or --transcripts FILE.jsonl")
     if args.to and not args.to.endswith((".csv", ".json")):
         raise CliError(f"--to: export to FILE.csv or FILE.json, got {args.to!r}")
+    if args.transcripts and not args.transcripts.endswith(".jsonl"):
+        raise CliError(f"--transcripts: write a .jsonl file, got {args.transcripts!r}")
     store = ResultStore.open(args.dir)
     try:
+        # Everything checked before the first file is written: a refused export writes none.
+        records = _prompt_records(store) if args.transcripts else None
         if args.to:
             write = store.export_csv if args.to.endswith(".csv") else store.export_json
             n = write(args.to)
             print(f"{plural(n, 'market row')} written to {args.to}")
-        if args.transcripts:
-            n = _export_transcripts(store, args.transcripts)
-            print(f"{plural(n, 'prompt/completion record')} written to {args.transcripts}")
+            partial = incomplete(store.meta(), n)
+            if partial is not None:
+                print(f"arena: warning: {args.dir}: {partial}", file=sys.stderr)
+        if records is not None:
+            to_jsonl(records, args.transcripts)
+            print(
+                f"{plural(len(records), 'prompt/completion record')} written to {args.transcripts}"
+            )
     finally:
         store.close()
     return 0
 
 
-def _export_transcripts(store, path: str) -> int:
-    """Every kept transcript as prompt/completion records (JSONL), both sides."""
-    from agents.lm.transcripts import prompt_completion, to_jsonl
+def _prompt_records(store) -> list[dict]:
+    """Every kept transcript as prompt/completion records (for JSONL), both sides."""
+    from agents.lm.transcripts import prompt_completion
 
-    if not path.endswith(".jsonl"):
-        raise CliError(f"--transcripts: write a .jsonl file, got {path!r}")
     records = []
     for match_id, market in store.transcript_keys():
         turns = store.transcript(match_id, market) or []
@@ -298,8 +314,7 @@ def _export_transcripts(store, path: str) -> int:
             "this run kept no prompts; set prompts = true in its [tournament] table to "
             "export prompt/completion records"
         )
-    to_jsonl(records, path)
-    return len(records)
+    return records
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

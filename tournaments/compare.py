@@ -10,7 +10,14 @@ Pairing: rows are paired on the coordinates named in ``by`` (any of seller, buye
 disclosure, config; all four by default) and the market index. Coordinates left out are
 ignored, so each run may have only one match per remaining key (a pairing that would be
 ambiguous is an error). ``rename`` maps coordinate values of run A to run B's names
-(``rl_seller=league_s3``, ``hidden=mandatory``), for what changed name between the runs.
+(``rl_seller=league_s3``, ``hidden=mandatory``), for what changed name between the runs;
+a name that is no coordinate value of run A is refused rather than ignored, since a typo
+there would quietly leave the match it meant unpaired.
+
+Matches of one run with no counterpart in the other (a seller that only run A has) cannot
+be paired and take no part in any row, the ``all`` rows included; the result names them
+(``Comparison.only_a``, ``only_b``) so that a comparison never reads as covering matches
+it left out.
 
 Intervals: per row (a pairing and a metric), a 95% percentile bootstrap over the paired
 markets (every row of a config resampled with the same draws, keyed by the seed and the
@@ -76,6 +83,28 @@ class CompareRow:
     """Two-sided paired t-test p-value (NaN for the ``all`` rows)."""
     significant: bool
     """p below 0.05 after Holm's correction over every pairing row."""
+
+
+@dataclass(frozen=True)
+class Comparison(Sequence[CompareRow]):
+    """The rows of a comparison (it is the sequence of them) and the matches it left out.
+
+    A match of one run whose pairing key the other run lacks has no counterpart: it is in
+    no row, and a reader of the rows alone would not know it was played. ``only_a`` and
+    ``only_b`` name those matches by their match ids in their own run (before
+    ``rename``), sorted."""
+
+    rows: tuple[CompareRow, ...]
+    only_a: tuple[str, ...]
+    """Played matches of run A with no counterpart in run B."""
+    only_b: tuple[str, ...]
+    """Played matches of run B with no counterpart in run A."""
+
+    def __getitem__(self, k):
+        return self.rows[k]
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 def stored_columns(metrics: Sequence[str]) -> tuple[str, ...]:
@@ -150,14 +179,16 @@ def compare_runs(
     metrics: Sequence[str] = COMPARE_METRICS,
     rounds: int = 1000,
     seed: int = 0,
-) -> list[CompareRow]:
+) -> Comparison:
     """Paired differences B - A (see the module docstring); rows sorted by group, then
-    metrics in the order given, then one ``all`` row per metric."""
+    metrics in the order given, then one ``all`` row per metric, with the matches of
+    either run that had no counterpart."""
     by = tuple(by)
     bad = [k for k in by if k not in MATCH_KEYS]
     if bad or not by:
         raise CompareError(f"pair on some of {', '.join(MATCH_KEYS)}, got {', '.join(bad)}")
     rename = dict(rename or {})
+    _check_rename(a, rename)
     groups_a = _groups(a, by, rename, "RUN_A")
     groups_b = _groups(b, by, {}, "RUN_B")
     common = sorted(set(groups_a) & set(groups_b))
@@ -227,15 +258,39 @@ def compare_runs(
             )
     rows = _holm(rows)
     rows += _pooled(paired, metrics, rounds, seed)
-    return rows
+
+    def unpaired(rec: Records, mine: dict, theirs: dict) -> tuple[str, ...]:
+        return tuple(sorted(rec.matches.match_id[m] for g, m in mine.items() if g not in theirs))
+
+    return Comparison(tuple(rows), unpaired(a, groups_a, groups_b), unpaired(b, groups_b, groups_a))
+
+
+def _played(rec: Records) -> list[int]:
+    """The matches of ``rec`` with rows (a subset of records keeps every match's entry)."""
+    return sorted(set(rec.match.tolist()))
+
+
+def _check_rename(a: Records, rename: Mapping[str, str]) -> None:
+    """Refuse a ``rename`` name that is no coordinate value of run A: ignored, it would
+    leave the match it meant unpaired (or paired with the wrong one) without a word."""
+    t = a.matches
+    played = _played(a)
+    values = {k: sorted({getattr(t, k)[m] for m in played}) for k in MATCH_KEYS}
+    unknown = [old for old in rename if not any(old in v for v in values.values())]
+    if unknown:
+        raise CompareError(
+            f"--rename: RUN_A has no player, rule or config named {', '.join(map(repr, unknown))}; "
+            f"its sellers: {', '.join(values['seller'])}; buyers: {', '.join(values['buyer'])} "
+            f"(disclosure: {', '.join(values['disclosure'])}; "
+            f"configs: {', '.join(values['config'])})"
+        )
 
 
 def _groups(rec: Records, by: tuple[str, ...], rename: dict, label: str) -> dict[tuple, int]:
     """Group key -> the one match of ``rec`` with those coordinates."""
     t = rec.matches
-    played = sorted(set(rec.match.tolist()))
     out: dict[tuple, int] = {}
-    for m in played:
+    for m in _played(rec):
         key = tuple(rename.get(getattr(t, k)[m], getattr(t, k)[m]) for k in by)
         if key in out:
             raise CompareError(
@@ -324,6 +379,7 @@ def _pooled(paired: list, metrics: Sequence[str], rounds: int, seed: int) -> lis
 __all__ = [
     "COMPARE_METRICS",
     "CompareError",
+    "Comparison",
     "CompareRow",
     "check_shared_markets",
     "compare_runs",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 
 from tournaments.cli.common import CliError, json_safe, output_file
 
@@ -84,6 +85,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"pairing rows ({k} significant). 'all' rows pool every pair (instances "
             "resampled)."
         )
+    left_out = _left_out(rows.only_a, rows.only_b)
+    if left_out:
+        # Beside --json, on stderr: stdout stays one JSON document.
+        print(left_out, file=sys.stderr if args.json else sys.stdout)
     if args.csv:
         with open(args.csv, "w", newline="") as fh:
             w = csv.writer(fh)
@@ -96,6 +101,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 )  # fmt: skip
         print(f"{len(rows)} rows written to {args.csv}")
     return 0
+
+
+def _left_out(only_a: tuple[str, ...], only_b: tuple[str, ...], shown: int = 3) -> str:
+    """One line on the matches no row covers (empty when every match paired): the rows'
+    ``n`` counts paired markets only, so without it a seller that only one run has would
+    vanish from the comparison unnoticed. Names the first ``shown`` of each run."""
+
+    def some(ids: tuple[str, ...]) -> str:
+        more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+        return ", ".join(ids[:shown]) + more
+
+    parts = [
+        f"{len(ids)} {'match' if len(ids) == 1 else 'matches'} only in {label} ({some(ids)})"
+        for label, ids in (("RUN_A", only_a), ("RUN_B", only_b))
+        if ids
+    ]
+    return f"left out: {', '.join(parts)}: no counterpart to pair with" if parts else ""
 
 
 def _names(text: str | None, default: tuple, known: tuple, flag: str) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -11,7 +12,7 @@ from agents.rollout import play_batch
 from agents.stats import mean_ci
 from arena.config import MarketConfig
 from arena.generator import MarketBatch, generate_batch
-from arena.metrics import batch_metrics
+from arena.metrics import BOUNDS, batch_metrics
 
 __all__ = ["evaluate_batch", "mean_ci", "play_markets", "summarize"]
 
@@ -71,10 +72,12 @@ def play_markets(
 
 
 def summarize(metrics: dict[str, np.ndarray], names: Sequence[str] | None = None) -> dict:
-    """{name: mean, name_ci: [lower, upper]} for a JSON line or a table."""
+    """{name: mean, name_ci: [lower, upper]} for a JSON line or a table; an interval is
+    clipped to what its metric can be (``arena.metrics.BOUNDS``: no deal rate above 1)."""
     out: dict = {}
     for name in names or metrics:
         m, lo, hi = mean_ci(metrics[name])
+        low, high = BOUNDS.get(name, (-math.inf, math.inf))
         out[name] = m
-        out[name + "_ci"] = [lo, hi]
+        out[name + "_ci"] = [float(np.clip(lo, low, high)), float(np.clip(hi, low, high))]
     return out

@@ -69,6 +69,20 @@ METRICS: tuple[str, ...] = (
 )
 
 
+BOUNDS: dict[str, tuple[float, float]] = {
+    "efficiency": (-math.inf, 1.0),  # no welfare above W*_T
+    "match_quality": (-math.inf, 1.0),  # the pairs traded are one assignment of those buyers
+    "deal_rate": (0.0, 1.0),
+    "trades": (0.0, math.inf),
+    "turns_used": (0.0, math.inf),
+    "seller_violations": (0.0, math.inf),
+    "buyer_violations": (0.0, math.inf),
+    "mean_price_norm": (0.0, 1.0),  # prices lie in the range
+}
+"""What a market's metric can be, where the rules bound it: a confidence interval of its
+mean is clipped to these (a t-interval near a bound would pass it)."""
+
+
 def _ratio(num: float, den: float) -> float:
     return num / den if den > 0 else math.nan
 

@@ -26,6 +26,7 @@ def test_an_empty_class_does_not_conform_and_says_why(capsys):
     code, out, _ = run(capsys, "check", f"{AGENTS}:EmptySeller")
     assert code == 1
     assert "EmptySeller (seller) does not conform" in out and "abstract method act" in out
+    assert "--param" not in out  # no constructor argument would help: it has no act
 
 
 def test_a_policy_that_breaks_the_rules_is_told_where(capsys):
@@ -192,6 +193,12 @@ def test_constructor_arguments_are_given_with_param(capsys, tmp_path):
     code, _, err = run(capsys, "check", target, "--param", "markp=1.5")
     assert code == 2
     assert "--param markp: NeedsArg takes no parameter 'markp' (it takes: markup)" in err
+    code, _, err = run(capsys, "check", target, "--param", "markup=1.5", "--param", "seed=3")
+    assert code == 2
+    assert (
+        err
+        == "arena: error: --param seed: the check gives the policy its seeds itself (--seed N)\n"
+    )
     with pytest.raises(SystemExit) as exit_:
         main(["check", target, "--param", "=1.5"])
     assert exit_.value.code == 2

@@ -46,6 +46,8 @@ def _factory(cls: type, params: dict | None = None):
     """``seed -> policy``: ``cls(seed=seed, **params)``, the seed only where the
     constructor takes one; a parameter it does not take is refused here."""
     params = params or {}
+    if "seed" in params:
+        raise CliError("--param seed: the check gives the policy its seeds itself (--seed N)")
     names = inspect.signature(cls).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in names.values())
     if unknown := sorted(k for k in params if k not in names and not takes_any):
@@ -116,7 +118,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         factory(args.seed)
     except Exception as err:  # noqa: BLE001 - the user's class: report, do not crash
-        hint = " (constructor arguments: --param KEY=VALUE)" if isinstance(err, TypeError) else ""
+        # A constructor argument missing or wrong (not an abstract class): --param gives it.
+        hint = (
+            " (constructor arguments: --param KEY=VALUE)"
+            if isinstance(err, TypeError) and not inspect.isabstract(cls)
+            else ""
+        )
         problems = [f"cannot build it: {type(err).__name__}: {err}{hint}"]
     else:
         try:

@@ -59,13 +59,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from agents.command import is_file_target
 from arena import limits
 from arena.config import DISCLOSURE_RULES, MarketConfig, read_toml
 from arena.seeding import keyed_seed
+from arena.words import plural
 from tournaments.types import Match
 
 _TOP_KEYS = {"tournament", "populations", "configs"}
@@ -168,10 +169,38 @@ class TournamentSpec:
                 )
         for mix in pops.values():  # every population, played or not
             _entry(lambda m=mix: registry.make_buyers(m))
+        played = [("sellers", name, name) for name in self.sellers]
         for name in self.sellers:
             _entry(lambda n=name: registry.get(n, "seller"))
         for name in self.buyers:
-            _entry(lambda n=name: registry.make_buyers(pops.get(n, n)))
+            mix = pops.get(name, name)
+            buyers = _entry(lambda m=mix: registry.make_buyers(m))
+            members = buyers.names if registry.is_population(mix) else [name]
+            played += [("buyers", name, member) for member in members]
+        self._check_market_sizes(played)
+
+    def _check_market_sizes(self, played: list[tuple[str, str, str]]) -> None:
+        """Every played entry (``(list, entry as listed, registry name)``) can play every
+        config, as its policy class declares (``_market_problem``): a fixed-size policy in
+        a spec of other sizes is one error naming the entry, its sizes and the config,
+        before a run rather than a unit failing after a long one."""
+        from agents import registry
+
+        data = {d.meta()["policy"]["name"]: d for d in self.checkpoint_data}
+        for key, listed, name in played:
+            entry = registry.get(name)
+            for config, cfg in self.configs:
+                problem = _market_problem(entry, data.get(entry.base_name), cfg)
+                if problem is None:
+                    continue
+                what = f"{listed!r}" if listed == name else f"{name!r} (a member of {listed!r})"
+                if entry.base_name in data:
+                    what += f" (checkpoint {data[entry.base_name].source})"
+                raise SpecError(
+                    f"tournament.{key}: {what} {problem}; configs.{config} has "
+                    f"{plural(cfg.buyers, 'buyer')} and {plural(cfg.products, 'product')}: "
+                    "give it configs of its size, or leave it out of this spec"
+                )
 
     # ------------------------------------------------------------------ round robin
     def buyer_spec(self, buyer: str) -> str:
@@ -301,13 +330,30 @@ def _check(ok: bool, message: str) -> None:
         raise SpecError(message)
 
 
-def _entry(build) -> None:
+def _entry(build) -> Any:
     from agents import registry
 
     try:
-        build()
+        return build()
     except (registry.UnknownEntry, ValueError) as err:
         raise SpecError(str(err)) from None
+
+
+def _market_problem(entry, data, cfg: MarketConfig) -> str | None:
+    """Why ``entry`` cannot play the markets of ``cfg`` (None: it can), as its policy
+    class declares with an optional ``market_problem(params, config)`` classmethod (e.g.
+    ``agents.rl.fixed.FixedSizeSeller``): asked with the checkpoint's params for a
+    checkpoint of this spec (``data``), with the entry's parameters for an entry whose
+    factory is such a class. Any other entry is taken to play every size."""
+    if data is not None:
+        from agents.rl.checkpoint import market_problem
+
+        return market_problem(data, cfg)
+    factory = entry.factory
+    while isinstance(factory, partial):
+        factory = factory.func
+    declared = getattr(factory, "market_problem", None) if isinstance(factory, type) else None
+    return None if declared is None else declared(entry.all_params, cfg)
 
 
 def _checkpoints(t: dict, base: str | None, stored_ok: bool) -> tuple[tuple, tuple]:

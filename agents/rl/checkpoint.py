@@ -278,11 +278,36 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     _check_params(where, cls, policy["params"])
     provenance = meta.get("provenance")
     digest = provenance.get("weights_sha256") if isinstance(provenance, dict) else None
+    no_hash = not isinstance(digest, str) or not digest
+    if no_hash and (provenance is None or isinstance(provenance, dict)):
+        # Nothing to check the weights against: not a mismatch, which would send one
+        # looking for tampered weights. (A provenance that is there but no table keeps
+        # the mismatch message, as ever.)
+        what = "is missing" if digest is None else f"must be a hex string, got {shown(digest, 60)}"
+        raise CheckpointError(
+            f"{where}: provenance.weights_sha256 {what} (the SHA-256 of {WEIGHTS}, which "
+            "reading checks the weights against)"
+        )
     if digest != data.weights_sha256:
         raise CheckpointError(
             f"{data.source}/{WEIGHTS}: the weights do not match the hash in {CONFIG}"
         )
     return meta
+
+
+def market_problem(data: CheckpointData, config: Any) -> str | None:
+    """Why the checkpoint's policy cannot play the markets of ``config`` (a
+    ``MarketConfig``), or None if it can: what its class declares through an optional
+    ``market_problem(params, config)`` classmethod (``FixedSizeSeller``'s: one market
+    size), asked with the checkpoint's params. A class without one plays any market, as
+    ``RLSeller`` and ``RLBuyer`` do. A spec asks this of each config before a run, so a
+    checkpoint that cannot play one is refused up front, not after a long run."""
+    policy = data.meta()["policy"]
+    cls = POLICY_CLASSES[policy["class"]][0]
+    declared = getattr(cls, "market_problem", None)
+    if declared is None:
+        return None
+    return declared(cls.from_checkpoint_params(policy["params"]), config)
 
 
 def _check_net(where: str, cls: str, net: Any) -> None:

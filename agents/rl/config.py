@@ -702,6 +702,20 @@ class TrainConfig:
             except ValueError as err:
                 raise ValueError(f"{self.opponent_label(k)}: {err}") from None
 
+    def check_imitate_read(self) -> None:
+        """What ``load_train_config`` checks of ``train.imitate`` once the file is read: a
+        seller entry the registry knows, so that a buyer's name or a typo is an error
+        naming the file and the key before a run writes anything, not the registry's bare
+        line once the warm start begins (``agents.rl.ppo.imitation_teacher`` builds it)."""
+        if not self.imitate or self.side != "seller":  # a buyer's: _check_side_options
+            return
+        from agents import registry
+
+        try:
+            registry.get(self.imitate, "seller")
+        except (KeyError, ValueError) as err:  # registry.UnknownEntry is a KeyError
+            raise ValueError(f"train.imitate: {err}") from None
+
     def resolve(self, path: str) -> str:
         """A path from the file, relative to the file's folder (registry names pass)."""
         if not self.source or not path:
@@ -923,4 +937,5 @@ def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
         opponents.append(Opponent(str(row["name"]), float(weight)))
     cfg = TrainConfig(**train, opponents=tuple(opponents), family=family, source=str(path))
     cfg.check_opponents_read()
+    cfg.check_imitate_read()
     return cfg

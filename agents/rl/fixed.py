@@ -7,7 +7,11 @@ activation between them, logits out); ``FixedSizeSeller`` plays it behind the ba
 policy protocol: encode, score, mask the illegal actions, then the most likely action
 (``greedy``) or a draw with the project's keyed noise, so that it is reproducible and
 batch-invariant like every other policy. It plays markets of the ``buyers`` x
-``products`` it was trained for; any other size is a clear error.
+``products`` it was trained for; any other size is a clear error. It says so before play
+too: ``FixedSizeSeller.market_problem`` is the optional classmethod by which a policy
+class declares the markets it can play (``agents.rl.checkpoint.market_problem`` asks it,
+and a tournament spec asks it for each of its configs), so a spec of other sizes is
+refused up front rather than after a long run.
 
 Its checkpoint is an ordinary one (``agents.rl.checkpoint``: safetensors + JSON, class
 ``FixedSizeSeller``), so ``arena eval --seller PATH`` and tournament specs play it.
@@ -15,6 +19,7 @@ Its checkpoint is an ordinary one (``agents.rl.checkpoint``: safetensors + JSON,
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -23,8 +28,10 @@ from torch import nn
 
 from agents.base import AGENT, SellerAction, SellerPolicy
 from agents.spaces import SELLER_OFFSETS, SellerMemory, SellerSpace
+from arena.config import MarketConfig
 from arena.noise import uniform
 from arena.observation import SellerObs
+from arena.words import plural
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 _STREAM = 31  # keyed-noise stream of the action draw
@@ -109,6 +116,19 @@ class FixedSizeSeller(SellerPolicy):
         }
 
     @classmethod
+    def market_problem(cls, params: dict, config: MarketConfig) -> str | None:
+        """Why a policy built with ``params`` (its constructor's keyword arguments, as
+        ``from_checkpoint_params`` returns them or a registry entry holds them) cannot
+        play the markets of ``config``, or None if it can. The network's input and output
+        widths are those of one market size, so another size could only fail once played
+        (``SellerSpace.check``); a policy class without this method plays any size."""
+        defaults = inspect.signature(cls).parameters
+        size = tuple(int(params.get(k, defaults[k].default)) for k in ("buyers", "products"))
+        if (config.buyers, config.products) == size:
+            return None
+        return f"plays markets of {_size(*size)} only"
+
+    @classmethod
     def from_checkpoint_params(cls, params: dict) -> dict:
         """Constructor arguments from a checkpoint's params, checked."""
         out = {}
@@ -132,6 +152,7 @@ class FixedSizeSeller(SellerPolicy):
 
     def logits(self, obs: SellerObs) -> np.ndarray:
         """(B, actions) float64 scores, -inf where the mask forbids."""
+        self._check_size(obs)
         b = obs.batch_size
         if self._memory is None or self._memory.caps.shape[0] != b:
             self._memory = self.space.memory(b)
@@ -143,6 +164,21 @@ class FixedSizeSeller(SellerPolicy):
         # An ended market has no legal action; its (ignored) message may be anything.
         mask |= ~mask.any(axis=1, keepdims=True)
         return np.where(mask, z, -np.inf)
+
+    def _check_size(self, obs: SellerObs) -> None:
+        """A market of another size is a ValueError that says which size fits and how to
+        play one: ``arena eval`` and ``arena play`` build this policy before they know it
+        is fixed-size, and their default market (8 buyers, 4 products) is rarely the size
+        it was trained for, so the fix (``--market``) belongs in the message."""
+        n, m = self.space.buyers, self.space.products
+        if (obs.num_buyers, obs.num_products) == (n, m):
+            return
+        raise ValueError(
+            f"FixedSizeSeller plays markets of {_size(n, m)} only; this market has "
+            f"{_size(obs.num_buyers, obs.num_products)}: play it on a market of its size "
+            f"(arena eval/play: --market FILE.toml whose [market] table sets buyers = {n} "
+            f"and products = {m}, or SPEC.toml:NAME for such a [configs.NAME])"
+        )
 
     def act(self, obs: SellerObs) -> SellerAction:
         z = self.logits(obs)
@@ -156,6 +192,10 @@ class FixedSizeSeller(SellerPolicy):
             # Never an option of probability 0 (only reachable by rounding at u ~ 1).
             a = np.where(np.isfinite(z[np.arange(len(a)), a]), a, np.argmax(z, axis=1))
         return self.space.decode(obs, a)
+
+
+def _size(buyers: int, products: int) -> str:
+    return f"{plural(buyers, 'buyer')} and {plural(products, 'product')}"
 
 
 __all__ = ["FixedMLP", "FixedMLPConfig", "FixedSizeSeller"]

@@ -1029,9 +1029,7 @@ def _train(
     if resume:
         meta = _load_state(out, optimizer)
         start = meta["iteration"]
-        curve_rows = [r for r in _read_curve(out) if int(r["iteration"]) <= start]
-        if not curve_rows or int(curve_rows[-1]["iteration"]) != start:
-            raise TrainError(f"{out / CURVE}: cannot resume (no row for iteration {start})")
+        curve_rows = _resumed_curve(out, start)
     elif cfg.side == "seller" and cfg.imitate and cfg.imitation_iterations:
         for row in imitate(policy, cfg, progress):
             curve_rows.append({"iteration": 0, "phase": "imitation", **row})
@@ -1203,6 +1201,44 @@ def _write_curve(out: Path, rows: list[dict]) -> None:
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
     os.replace(tmp, out / CURVE)
+
+
+def _resumed_curve(out: Path, start: int) -> list[dict]:
+    """The curve's rows up to iteration ``start``, where a resumed run goes on from. A row
+    training did not write (an iteration that is no whole number, a count that is no
+    finite number, e.g. a line appended by hand) is a TrainError naming the file and its
+    line, as a missing row is: one line of the command's, not a bare ``int()`` message."""
+    where = out / CURVE
+    try:
+        rows = _read_curve(out)
+    except (csv.Error, UnicodeDecodeError) as err:
+        raise TrainError(f"{where}: cannot resume (not a CSV file: {err})") from None
+    kept: list[tuple[int, dict]] = []  # (line in the file, row)
+    for line, row in enumerate(rows, start=2):  # line 1 is the header
+        got = row.get("iteration")
+        try:
+            iteration = int(got or "")
+        except ValueError:
+            raise TrainError(
+                f"{where}: cannot resume (line {line}: iteration {got!r} is not a whole "
+                "number; remove the line or restore the file)"
+            ) from None
+        if iteration <= start:
+            kept.append((line, row))
+    if not kept or int(kept[-1][1]["iteration"]) != start:
+        raise TrainError(f"{where}: cannot resume (no row for iteration {start})")
+    line, last = kept[-1]
+    for key in ("samples", "wall_s"):  # what the resumed run counts on from
+        got = last.get(key)
+        try:
+            ok = math.isfinite(float(got or 0))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise TrainError(
+                f"{where}: cannot resume (line {line}: {key} {got!r} is not a finite number)"
+            )
+    return [row for _, row in kept]
 
 
 def _read_curve(out: Path) -> list[dict]:

@@ -75,3 +75,25 @@ def test_a_checkpoint_without_its_weights_hash_says_it_is_missing(tmp_path, caps
         f"arena: error: {ck}/config.json: provenance.weights_sha256 is missing (the SHA-256 "
         "of model.safetensors, which reading checks the weights against)"
     )
+
+
+def test_playing_a_run_that_stopped_early_warns_that_it_is_unfinished(tmp_path, capsys):
+    """An intermediate checkpoint plays (it is a checkpoint), with a warning that it is
+    one; the finished run's folder plays without."""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML.replace("iterations = 4", "iterations = 2"))
+    out = tmp_path / "run"
+    argv = ["train", "seller", "--config", str(config), "--out", str(out), "--quiet"]
+    assert main([*argv, "--stop-after", "1"]) == 0
+    capsys.readouterr()
+    warning = (
+        f"arena: warning: {out} is trained 1 of 2 iterations: its training stopped early "
+        "(arena train ... --resume on that folder goes on)\n"
+    )
+    for command in (["eval", "--markets", "2"], ["play"]):
+        assert main([*command, "--seller", str(out), "--buyers", "truthful"]) == 0
+        assert capsys.readouterr().err == warning
+    assert main([*argv, "--resume"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--markets", "2", "--seller", str(out), "--buyers", "truthful"]) == 0
+    assert capsys.readouterr().err == ""

@@ -295,6 +295,25 @@ def _parse_config(data: CheckpointData) -> dict[str, Any]:
     return meta
 
 
+TRAIN_STATE = "train_state.json"  # what a training folder holds beside its checkpoint
+
+
+def unfinished(path: str | os.PathLike) -> str | None:
+    """``"trained K of N iterations"`` when ``path`` is the folder of a training run that
+    stopped before its last iteration (killed, interrupted, ``--stop-after``): its trainer
+    state says how far it got and its config how far it was to go. None otherwise (a
+    finished run, or a checkpoint without a trainer state, as the shipped ones are)."""
+    root = Path(path)
+    try:
+        done = json.loads((root / TRAIN_STATE).read_text())["iteration"]
+        planned = json.loads((root / CONFIG).read_text())["training"]["iterations"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if isinstance(done, int) and isinstance(planned, int) and 0 <= done < planned:
+        return f"trained {done} of {planned} iterations"
+    return None
+
+
 def market_problem(data: CheckpointData, config: Any) -> str | None:
     """Why the checkpoint's policy cannot play the markets of ``config`` (a
     ``MarketConfig``), or None if it can: what its class declares through an optional

@@ -54,7 +54,7 @@ from agents.rl.features import SellerFeatures
 from agents.rl.policies import RLBuyer, RLSeller
 from arena.config import MarketConfig
 
-STATE_JSON = "train_state.json"
+STATE_JSON = checkpoint.TRAIN_STATE  # checkpoint.unfinished reads it too
 STATE_TENSORS = "train_state.safetensors"
 REFERENCE = "reference.safetensors"  # the warm start, frozen (train.ref_coef > 0)
 CURVE = "curve.csv"

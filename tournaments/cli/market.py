@@ -79,7 +79,28 @@ def _matchup(args: argparse.Namespace):
         buyer = registry.make_buyers(args.buyers, seed=args.seed, sample=args.sample)
     except registry.UnknownEntry as err:
         raise CliError(own_agents.hinted(err, args.agents)) from None
+    _warn_unfinished([args.seller, *getattr(buyer, "names", [args.buyers])])
     return seller, buyer
+
+
+def _warn_unfinished(names: list[str]) -> None:
+    """A warning for each entry played from the folder of a training run that stopped
+    early: its weights are an intermediate checkpoint, which is fine to look at but easy
+    to mistake for the trained policy."""
+    import sys
+
+    from agents import registry
+    from agents.rl.checkpoint import unfinished
+
+    for name in dict.fromkeys(names):
+        source = registry.get(name).source
+        note = unfinished(source) if source else None
+        if note:
+            print(
+                f"arena: warning: {source} is {note}: its training stopped early "
+                "(arena train ... --resume on that folder goes on)",
+                file=sys.stderr,
+            )
 
 
 def cmd_play(args: argparse.Namespace) -> int:

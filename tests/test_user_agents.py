@@ -572,9 +572,17 @@ def test_a_league_takes_pools_of_ones_own_on_ray(capsys, tmp_path, ray_session):
         players = {m.seller for m in stored.spec().matches()} | {
             m.buyer for m in stored.spec().matches()
         }
+        recorded = [r["module"] for r in stored_agents(stored.meta())]
     finally:
         stored.close()
     assert {"ua_lg_bandit", "ua_lg_haggler"} <= players
+    assert recorded == [str(mod.resolve())]
+    # Growing it by a round with the module's file changed is refused before a learner
+    # trains: its stored matches were played by the code before.
+    mod.write_text(mod.read_text().replace('"A bandit."', '"A bandit, changed."'))
+    err = refused(capsys, "league", cfg, "--out", out, "--quiet", "--rounds", "2", "--agents", mod)
+    assert "the file has changed since" in err
+    assert not (out / "round_002").exists()
     # A league's [tournament] table does not load modules: the command line does.
     bad = _config(
         tmp_path / "bad",

@@ -64,7 +64,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,8 +150,14 @@ def run_league(
     use_ray: bool = True,
     progress: bool = True,
     log: Callable[[str], None] | None = print,
+    agents: Sequence[Mapping[str, Any]] = (),
 ) -> LeagueSummary:
     """Run (or resume) the league ``cfg`` in folder ``out``, up to ``cfg.rounds`` rounds.
+
+    ``agents``: the modules that registered entries of one's own (``arena league
+    --agents``), as the round robins' store records them (``ResultStore.record_agents``):
+    a resumed league whose stored matches were played by other code for such an entry is
+    refused before a learner trains.
 
     The folder is taken as an absolute path: the learners' configs name their starts and
     opponents through it and a resume compares them, and the rounds store the newest
@@ -159,17 +165,20 @@ def run_league(
     however ``out`` is spelled."""
     t0 = time.perf_counter()
     folder = Path(out).resolve()
-    league = _League(cfg, folder, workers, address, use_ray, progress, log or (lambda _: None))
+    league = _League(
+        cfg, folder, workers, address, use_ray, progress, log or (lambda _: None), agents
+    )
     done = league.run()
     return LeagueSummary(Path(out), done, time.perf_counter() - t0)
 
 
 class _League:
-    def __init__(self, cfg, out: Path, workers, address, use_ray, progress, log) -> None:
+    def __init__(self, cfg, out: Path, workers, address, use_ray, progress, log, agents) -> None:
         if workers < 1:
             raise LeagueError(f"workers must be >= 1, got {workers}")
         self.cfg, self.out, self.workers, self.address = cfg, out, workers, address
         self.use_ray, self.progress, self.log = use_ray, progress, log
+        self.agents = list(agents)
         self._check_folder()
         # Pools as the spec names them (registry or population names, checkpoint paths).
         self.pool = {side: list(cfg.side(side).pool) for side in _SIDES}
@@ -210,6 +219,19 @@ class _League:
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(mine, indent=2) + "\n")
 
+    def check_agents(self) -> None:
+        """Refuse a resume with changed code for an entry of one's own
+        (``ResultStore.check_agents``), before the first round trains anything."""
+        from tournaments.store import DB_NAME, ResultStore
+
+        if not (self.agents and (self.out / DB_NAME).is_file()):
+            return
+        store = ResultStore.open(self.out)
+        try:
+            store.check_agents(self.agents)
+        finally:
+            store.close()
+
     def round_dir(self, r: int) -> Path:
         return self.out / f"round_{r:03d}"
 
@@ -224,6 +246,8 @@ class _League:
     # ------------------------------------------------------------------ the loop
     def run(self) -> list[int]:
         done = self.complete_rounds()
+        if len(done) <= self.cfg.rounds:  # a finished league keeps its record of the code
+            self.check_agents()
         for r in done:  # the pools and newest snapshots as the stored rounds left them
             info = json.loads((self.round_dir(r) / ROUND_FILE).read_text())
             for side in _SIDES:
@@ -281,6 +305,7 @@ class _League:
             use_ray=self.use_ray,
             progress=self.progress,
             extend=True,
+            agents=self.agents,
         )
         wall["round_robin"] = time.perf_counter() - t
 

@@ -266,14 +266,8 @@ class ResultStore:
         that entry in one set of results."""
         if not modules:
             return
-        records = stored_agents(self.meta())
-        by_entry = {e: r for r in records for e in r["entries"]}
-        by_module = {r["module"]: r for r in records}
-        if records and self.units_stored():
-            for m in modules:
-                for old in [by_module.get(m["module"])] + [by_entry.get(e) for e in m["entries"]]:
-                    if old is not None and _other_code(old, m):
-                        raise StoreError(_changed_code(self.path.parent, old, m))
+        self.check_agents(modules)
+        by_module = {r["module"]: r for r in stored_agents(self.meta())}
         for m in modules:
             by_module.setdefault(m["module"], dict(m))
         text = json.dumps(sorted(by_module.values(), key=lambda r: r["module"]), sort_keys=True)
@@ -283,6 +277,20 @@ class ResultStore:
             self.conn.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('agents', ?)", (text,)
             )
+
+    def check_agents(self, modules: Sequence[Mapping[str, Any]]) -> None:
+        """StoreError when stored units were played with other code for an entry of
+        ``modules`` than they have now (``record_agents``); reads only, so a run that plays
+        other work first (a league's learners) can ask before it starts."""
+        records = stored_agents(self.meta())
+        if not (modules and records and self.units_stored()):
+            return
+        by_entry = {e: r for r in records for e in r["entries"]}
+        by_module = {r["module"]: r for r in records}
+        for m in modules:
+            for old in [by_module.get(m["module"])] + [by_entry.get(e) for e in m["entries"]]:
+                if old is not None and _other_code(old, m):
+                    raise StoreError(_changed_code(self.path.parent, old, m))
 
     # ------------------------------------------------------------------ reading
     def meta(self) -> dict[str, str]:

@@ -8,7 +8,9 @@ incomplete round, keeping every finished learner, stored round-robin unit and be
 response. ``--rounds`` may grow a finished league by more rounds. See
 ``tournaments.league`` for what a round does and what the folder holds. ``--agents``
 loads entries of one's own, which the pools may then name (here, and on Ray in every
-learner and match worker); a resumed league needs the same ``--agents``.
+learner and match worker); a resumed league needs the same ``--agents``, and one whose
+code for such an entry changed since its matches were played is refused (the league
+folder records the modules, as a tournament's run folder does).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def cmd_league(args: argparse.Namespace) -> int:
             use_ray=not args.no_ray,
             progress=not args.quiet,
             log=print,
+            agents=[m.record() for m in agents],
         )
     rows = league_rows(load_rounds(out))
     print(f"\n{len(summary.rounds_run)} round(s) run in {summary.wall_s:.0f} s")

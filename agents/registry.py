@@ -311,7 +311,26 @@ def looks_like_path(name: str) -> bool:
         return False
 
 
-_CHECKPOINTS: dict[str, dict[str, Entry]] = {}
+_CHECKPOINTS: dict[str, tuple[tuple, dict[str, Entry]]] = {}
+"""The entries of each checkpoint directory read in this process, with the files' stamps
+(``_stamp``) they were read at: a directory written again (a new training run into the same
+folder) is read again."""
+
+
+def _stamp(root: str) -> tuple:
+    """Size and modification time of each file of a checkpoint directory (None for one
+    that is missing: reading it then names the file)."""
+    from agents.rl.checkpoint import CONFIG, WEIGHTS
+
+    out = []
+    for name in (CONFIG, WEIGHTS):
+        try:
+            st = os.stat(os.path.join(root, name))
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
 
 
 def checkpoint_entry(path: str | os.PathLike) -> Entry:
@@ -325,9 +344,10 @@ def checkpoint_entry(path: str | os.PathLike) -> Entry:
     text = str(path)
     suffix = next((x for x in VARIANT_SUFFIXES if text.endswith(x)), "")
     root = str(Path(text.removesuffix(suffix)).resolve()) if suffix else str(Path(text).resolve())
-    if root not in _CHECKPOINTS:
-        _CHECKPOINTS[root] = _checkpoint_variants(read_checkpoint(root), root)
-    variants = _CHECKPOINTS[root]
+    stamp = _stamp(root)
+    if root not in _CHECKPOINTS or _CHECKPOINTS[root][0] != stamp:
+        _CHECKPOINTS[root] = (stamp, _checkpoint_variants(read_checkpoint(root), root))
+    variants = _CHECKPOINTS[root][1]
     if suffix not in variants:
         raise UnknownEntry(f"{text!r}: no {suffix} variant of this checkpoint")
     return variants[suffix]

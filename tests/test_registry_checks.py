@@ -285,3 +285,25 @@ def test_a_checkpoint_named_like_the_language_model_entry_is_a_name_clash(tmp_pa
     data = checkpoint.read_checkpoint(tmp_path / "ck")
     with pytest.raises(ValueError, match="named 'lm_seller', which another entry already uses"):
         registry.register_checkpoint(data)
+
+
+def test_a_checkpoint_written_again_in_its_folder_is_read_again(tmp_path):
+    """The registry keeps the entries of a checkpoint directory it has read; a new
+    training run into the same folder (other weights) must not play the old ones."""
+    from safetensors.torch import load_file
+
+    from agents.rl.interpolate import interpolate
+
+    fine = ROOT / "agents/rl/checkpoints/rl_seller"
+    start = ROOT / "agents/rl/checkpoints/stages/rl_seller_retail_mixed_pull"
+    out = tmp_path / "ckpt"
+
+    def played_weights() -> dict[str, torch.Tensor]:
+        return registry.checkpoint_entry(out).build(seed=0).net.state_dict()
+
+    for w, parent in ((0.0, fine), (1.0, start)):
+        interpolate(str(fine), str(start), w, "same_name", str(out))
+        want = load_file(str(parent / checkpoint.WEIGHTS))
+        got = played_weights()
+        assert all(torch.allclose(got[k], want[k]) for k in want), w
+    assert registry.checkpoint_entry(out) is registry.checkpoint_entry(out)  # read once

@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.markets < 2:
         ap.error("--markets: at least 2 (an interval needs two markets)")
+    if args.seed < 0:
+        ap.error(f"--seed: expected a non-negative integer, got {args.seed}")
     use_threads(args.threads)
     t0 = time.perf_counter()
     cells = Cells(args.markets, args.seed)

@@ -200,6 +200,8 @@ CHECKED_AFTER_PARSING = {
     ("generalization.py", "--threads"),  # use_threads, shared by the scripts that import it
     ("generalization.py", "--markets"),
     ("generalization.py", "--seed"),
+    ("interpolation.py", "--markets"),
+    ("interpolation.py", "--seed"),
     ("signal_prior.py", "--markets"),
     ("signal_prior.py", "--prior"),
     ("unseen_buyers.py", "--markets"),

@@ -36,6 +36,7 @@ def test_a_pair_of_identical_checkpoints_differs_by_nothing(bench):
         (["--weights", "2"], "--weights"),
         (["--weights", "x"], "--weights"),
         (["--markets", "1"], "--markets"),
+        (["--seed", "-1"], "--seed"),
     ],
 )
 def test_bad_flags_are_a_usage_error(bench, capsys, bad, said):

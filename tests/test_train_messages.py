@@ -6,6 +6,7 @@ message of the code that tripped over it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +25,18 @@ def _refused(capsys, *argv: str) -> str:
     return err[0]
 
 
+def _stopped_after_one(tmp_path, capsys) -> tuple[list[str], Path]:
+    """A tiny seller run of 2 iterations stopped after 1: its ``arena train`` argv (to
+    resume it) and its folder."""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML.replace("iterations = 4", "iterations = 2"))
+    out = tmp_path / "run"
+    argv = ["train", "seller", "--config", str(config), "--out", str(out), "--quiet"]
+    assert main([*argv, "--stop-after", "1"]) == 0
+    capsys.readouterr()
+    return argv, out
+
+
 @pytest.mark.parametrize(
     ("row", "says"),
     [
@@ -34,12 +47,7 @@ def _refused(capsys, *argv: str) -> str:
 def test_a_resumed_run_with_a_malformed_curve_names_the_file_and_the_line(
     row, says, tmp_path, capsys
 ):
-    config = tmp_path / "tiny.toml"
-    config.write_text(TINY_TOML.replace("iterations = 4", "iterations = 2"))
-    out = tmp_path / "run"
-    argv = ["train", "seller", "--config", str(config), "--out", str(out), "--quiet"]
-    assert main([*argv, "--stop-after", "1"]) == 0
-    capsys.readouterr()
+    argv, out = _stopped_after_one(tmp_path, capsys)
     curve = out / "curve.csv"
     lines = curve.read_text().splitlines()
     assert len(lines) == 3  # header, iteration 0's evaluation, iteration 1
@@ -80,12 +88,7 @@ def test_a_checkpoint_without_its_weights_hash_says_it_is_missing(tmp_path, caps
 def test_playing_a_run_that_stopped_early_warns_that_it_is_unfinished(tmp_path, capsys):
     """An intermediate checkpoint plays (it is a checkpoint), with a warning that it is
     one; the finished run's folder plays without."""
-    config = tmp_path / "tiny.toml"
-    config.write_text(TINY_TOML.replace("iterations = 4", "iterations = 2"))
-    out = tmp_path / "run"
-    argv = ["train", "seller", "--config", str(config), "--out", str(out), "--quiet"]
-    assert main([*argv, "--stop-after", "1"]) == 0
-    capsys.readouterr()
+    argv, out = _stopped_after_one(tmp_path, capsys)
     warning = (
         f"arena: warning: {out} is trained 1 of 2 iterations: its training stopped early "
         "(arena train ... --resume on that folder goes on)\n"

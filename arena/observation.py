@@ -13,27 +13,20 @@ types, so one policy drives either.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from enum import IntEnum
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from arena.rules import ACCEPT, COUNTER, REJECT, LastDecision
 
 if TYPE_CHECKING:
     from arena.dialogue import Dialogue
 
 
-class LastDecision(IntEnum):
-    """The last answer a buyer gave the seller, as the seller's observation records it."""
-
-    NONE = -1  # never answered
-    REJECT = 0
-    ACCEPT = 1
-    COUNTER = 2
-    INVALID = 3  # a malformed or illegal answer (counted as a buyer violation and a reject)
-
-
-# Integer codes for buyer decisions in batched actions; they match LastDecision.
-REJECT, ACCEPT, COUNTER = 0, 1, 2
+# The codes of a buyer's answer are the rules' (arena.rules), named here too: what an
+# observation records and what a batched action says.
+__all__ = ["ACCEPT", "COUNTER", "REJECT", "BuyerObs", "LastDecision", "SellerObs", "as_batch",
+           "take_rows"]  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,7 +2,8 @@
 
 ``arena.market`` states the rules in plain Python and ``arena.engine`` on arrays; both
 import from here what must be the same value in both: the violation codes (stored,
-counted and compared between the engines) and who the seller is told is an agent.
+counted and compared between the engines), the codes of a buyer's answer, and who the
+seller is told is an agent.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from enum import IntEnum
 
 import numpy as np
 
-__all__ = ["NUM_VIOLATIONS", "Violation", "disclosed_flags"]
+__all__ = ["ACCEPT", "COUNTER", "NUM_VIOLATIONS", "REJECT", "LastDecision", "Violation",
+           "disclosed_flags"]  # fmt: skip
 
 
 class Violation(IntEnum):
@@ -28,6 +30,20 @@ class Violation(IntEnum):
 
 
 NUM_VIOLATIONS = len(Violation)
+
+
+class LastDecision(IntEnum):
+    """The last answer a buyer gave the seller, as the seller's observation records it."""
+
+    NONE = -1  # never answered
+    REJECT = 0
+    ACCEPT = 1
+    COUNTER = 2
+    INVALID = 3  # a malformed or illegal answer (counted as a buyer violation and a reject)
+
+
+# Integer codes for buyer decisions in batched actions; they match LastDecision.
+REJECT, ACCEPT, COUNTER = 0, 1, 2
 
 
 def disclosed_flags(rule: str, is_agent: np.ndarray, choice: np.ndarray | None) -> np.ndarray:

@@ -34,12 +34,15 @@ Without a dialogue the conversation is left out. Everything is a pure function o
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from arena.messages import BuyerMessage, Offer, SellerMessage
-from arena.observation import BuyerObs, LastDecision, SellerObs
 from arena.protocol import format_price
-from arena.rules import Violation
+from arena.rules import LastDecision, Violation
 from arena.transcript import TurnRecord
+
+if TYPE_CHECKING:  # the observations call these views (SellerObs.text, BuyerObs.text)
+    from arena.observation import BuyerObs, SellerObs
 
 __all__ = ["buyer_view", "seller_view", "num"]
 

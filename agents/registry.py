@@ -318,8 +318,8 @@ folder) is read again."""
 
 
 def _stamp(root: str) -> tuple:
-    """Size and modification time of each file of a checkpoint directory (None for one
-    that is missing: reading it then names the file)."""
+    """Size, modification time and inode of each file of a checkpoint directory (None for
+    one that is missing: reading it then names the file)."""
     from agents.rl.checkpoint import CONFIG, WEIGHTS
 
     out = []

@@ -104,6 +104,17 @@ def pos_number(text: str) -> float:
     return value
 
 
+def nonneg_number(text: str) -> float:
+    """A non-negative, finite number flag (a temperature: 0 is greedy)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
+    return value
+
+
 def _int(text: str) -> int | None:
     try:
         return int(text)

@@ -40,13 +40,46 @@ def test_evaluate_turns_bad_input_into_one_line(argv, says, capsys):
 
 
 @pytest.mark.parametrize(
-    "flag", [["--markets", "0"], ["--markets", "-3"], ["--seed", "-1"], ["--threads", "x"]]
+    "flag",
+    [
+        ["--markets", "0"],
+        ["--markets", "-3"],
+        ["--seed", "-1"],
+        ["--threads", "x"],
+        ["--temperature", "nan"],  # it played every message as a violation, and wrote NaN
+        ["--temperature", "inf"],
+        ["--temperature", "-0.5"],
+    ],
 )
 def test_evaluate_refuses_impossible_flags_before_loading_anything(flag, capsys):
     with pytest.raises(SystemExit) as exit_:
         evaluate.main(["--model", "/nowhere", *flag])
     assert exit_.value.code == 2
     assert f"argument {flag[0]}" in capsys.readouterr().err
+
+
+def test_a_damaged_weights_file_is_one_line(tmp_path, capsys):
+    """safetensors' own error for a damaged file is neither a ValueError nor an OSError:
+    it came out as a traceback, here and through a training config's base_model."""
+    import shutil
+
+    broken = tmp_path / "lm"
+    shutil.copytree(SHIPPED, broken)
+    (broken / "model.safetensors").write_bytes(b"hello")
+    code, err = _run("agents.lm.evaluate", evaluate.main, ["--model", str(broken)], capsys)
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(f"agents.lm.evaluate: error: {broken}: cannot read the weights")
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:7", "tpu"])
+def test_a_device_this_machine_lacks_is_one_line(device, capsys):
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has the device")
+    argv = ["--model", SHIPPED, "--markets", "2", "--device", device]
+    code, err = _run("agents.lm.evaluate", evaluate.main, argv, capsys)
+    assert code == 2 and len(err) == 1 and f"--device {device}" in err[0]
 
 
 def test_train_and_model_turn_bad_input_into_one_line(tmp_path, capsys):

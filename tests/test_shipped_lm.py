@@ -116,9 +116,11 @@ def test_a_name_that_specs_or_paths_would_misread_is_refused_in_both_kinds_of_fi
         ({"class": ["LMSeller"]}, "unknown class"),
         ({"params": {"seed": 3}}, "unknown params"),
         ({"params": {"temperature": "hot"}}, "params.temperature must be a float"),
-        ({"params": {"max_new_tokens": None}}, "params.max_new_tokens must be a int"),
-        ({"params": {"chunk": 2.5}}, "params.chunk must be a int"),
-        ({"params": {"max_new_tokens": True}}, "params.max_new_tokens must be a int"),
+        ({"params": {"max_new_tokens": None}}, "params.max_new_tokens must be an int"),
+        ({"params": {"chunk": 2.5}}, "params.chunk must be an int"),
+        ({"params": {"max_new_tokens": True}}, "params.max_new_tokens must be an int"),
+        ({"params": {"temperature": float("nan")}}, "params.temperature must be finite"),
+        ({"params": {"temperature": float("inf")}}, "params.temperature must be finite"),
     ],
 )
 def test_a_policy_file_of_wrong_types_is_one_clear_error(tmp_path, change, words):

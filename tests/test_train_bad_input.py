@@ -235,3 +235,20 @@ def test_a_binary_training_config_is_named(tmp_path, capsys):
     )
     assert f"{config}: not UTF-8 text" in line
     assert lm_train.is_lm_config(config) is False
+
+
+@pytest.mark.parametrize("config", ["rl", "lm"])
+def test_cuda_on_a_machine_without_it_is_one_line_before_anything_is_written(
+    tmp_path, capsys, config
+):
+    """The language-model trainer came out with torch's assertion from inside ``.to``."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    path = _config(tmp_path) if config == "rl" else LM_SMOKE
+    out = tmp_path / "run"
+    says = _refused(capsys, "train", "seller", "--config", str(path), "--out", str(out),
+                    "--device", "cuda")  # fmt: skip
+    assert says == "arena: error: --device cuda: no CUDA device is available here"
+    assert not out.exists()

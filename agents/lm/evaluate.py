@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from agents import registry
-from agents.command import nonneg_int, pos_int, run_guarded
+from agents.command import nonneg_int, nonneg_number, pos_int, run_guarded
 from agents.evaluate import mean_ci, play_markets
 from agents.lm.policy import POLICY_FILE, LMSeller, from_directory
 from arena.config import MarketConfig, load_market_file
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markets", type=pos_int, default=1000, help="number of markets")
     p.add_argument("--seed", type=nonneg_int, default=0, help="root seed of the markets")
     p.add_argument("--teacher", default="greedy_matcher", help="seller entry to compare with")
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy decoding")
+    p.add_argument("--temperature", type=nonneg_number, default=0.0, help="0: greedy decoding")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
     p.add_argument(
         "--threads", type=nonneg_int, default=1, help="torch threads (0: leave torch's own)"

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
@@ -38,6 +39,7 @@ from transformers.utils import logging as hf_logging
 from agents.command import nonneg_int, run_guarded
 from agents.lm.prompts import CUE
 from agents.rollout import play_batch
+from agents.torch_device import torch_device
 from arena.config import MarketConfig
 from arena.generator import generate_batch
 
@@ -177,9 +179,14 @@ def load(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, PreTra
         raise ValueError(f"{p}: not a model directory (no config.json)")
     if not any(p.glob("*.safetensors")):
         raise ValueError(f"{p}: no safetensors weights (pickled weights are not loaded)")
-    model = AutoModelForCausalLM.from_pretrained(
-        p, use_safetensors=True, trust_remote_code=False
-    ).to(device)
+    where = torch_device(device)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            p, use_safetensors=True, trust_remote_code=False
+        )
+    except SafetensorError as err:  # a damaged file; neither a ValueError nor an OSError
+        raise ValueError(f"{p}: cannot read the weights ({err})") from None
+    model = model.to(where)
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(p, trust_remote_code=False)
     tokenizer.padding_side = "left"

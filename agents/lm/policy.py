@@ -17,6 +17,7 @@ completion stopped on the end-of-text token (the token is not in ``completion_id
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,19 +76,19 @@ class _LMPolicy:
     def __post_init__(self) -> None:
         if self.threads > 0:
             torch.set_num_threads(self.threads)
-        if self.model is None:
-            if not self.path:
-                raise ValueError("a language-model policy needs a model directory (path)")
-            self.model, self.tokenizer = load(self.path, self.device)
         if (
-            self.temperature < 0
+            not 0 <= self.temperature < math.inf  # NaN too
             or self.max_new_tokens < 1
             or self.max_prompt_tokens < 8
             or self.chunk < 1
         ):
             raise ValueError(
-                "temperature >= 0, max_new_tokens >= 1, max_prompt_tokens >= 8, chunk >= 1"
+                "a finite temperature >= 0, max_new_tokens >= 1, max_prompt_tokens >= 8, chunk >= 1"
             )
+        if self.model is None:
+            if not self.path:
+                raise ValueError("a language-model policy needs a model directory (path)")
+            self.model, self.tokenizer = load(self.path, self.device)
         self.salt: np.ndarray | None = None  # (B,) per-row salt (GRPO group members)
         self.trace: list | None = None
 
@@ -215,7 +216,10 @@ def check_policy_file(data: Any, where: str) -> dict[str, Any]:
         kinds = {bool: bool, int: int, float: int | float}.get(want, want)
         ok = isinstance(value, kinds) and (want is bool or not isinstance(value, bool))
         if not ok:
-            raise ValueError(f"{where}: params.{key} must be a {want.__name__}, got {value!r}")
+            kind = "an int" if want is int else f"a {want.__name__}"
+            raise ValueError(f"{where}: params.{key} must be {kind}, got {value!r}")
+        if want is float and not math.isfinite(value):  # json reads NaN and Infinity
+            raise ValueError(f"{where}: params.{key} must be finite, got {value!r}")
     return data
 
 

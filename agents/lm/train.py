@@ -77,6 +77,7 @@ from agents.lm.policy import LMSeller, policy_file, write_policy_file
 from agents.lm.transcripts import teacher_records
 from agents.rl.config import MAX_SEED, MAX_STEPS, MAX_THREADS, TRAIN_MEMORY
 from agents.rollout import play_batch
+from agents.torch_device import torch_device
 from arena import limits
 from arena.config import MarketConfig, finite_float, load_market_file, read_toml
 from arena.generator import generate_batch, generate_keyed_batch
@@ -678,6 +679,7 @@ def train(
     cfg = load_config(config)
     if not str(out_dir):
         raise ValueError("the run folder (--out) is empty: name a folder for the run")
+    torch_device(device)  # before anything is written
     out = Path(out_dir)
     saved = out / "train_config.json"
     if saved.exists():

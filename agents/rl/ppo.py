@@ -52,6 +52,7 @@ from agents.rl import checkpoint
 from agents.rl.config import TrainConfig
 from agents.rl.features import SellerFeatures
 from agents.rl.policies import RLBuyer, RLSeller
+from agents.torch_device import torch_device
 from arena.config import MarketConfig
 
 STATE_JSON = checkpoint.TRAIN_STATE  # checkpoint.unfinished reads it too
@@ -1015,8 +1016,7 @@ def _check_new_run(out: Path) -> None:
 def _train(
     cfg: TrainConfig, out: Path, resume: bool, device: str, progress: bool, until: int | None
 ) -> Path:
-    if device == "cuda" and not torch.cuda.is_available():
-        raise TrainError("--device cuda: no CUDA device is available here")
+    torch_device(device)  # a device this machine lacks is one error line, before any work
     if resume:
         policy = _resumed_policy(cfg, out)
     else:

@@ -47,9 +47,17 @@ def canned_buyer_say(decision: Decision, offer: Offer | None) -> str:
     return f"I would pay {format_price(offer.price)} for product {offer.product}."
 
 
+def _real(x) -> float:
+    """A real number, or TypeError: ``float`` would take a numpy complex by dropping its
+    imaginary part."""
+    if isinstance(x, complex | np.complexfloating):
+        raise TypeError(x)
+    return float(x)
+
+
 def _whole(x) -> int:
     """An exact integer, or ValueError (1.5, nan and 'x' are not buyer or product numbers)."""
-    f = float(x)
+    f = _real(x)
     if not f.is_integer():
         raise ValueError(x)
     return int(f)
@@ -61,8 +69,8 @@ def seller_message_of(to, product, price, malformed: bool = False) -> SellerMess
     if malformed:
         return ""
     try:
-        to, product, price = _whole(to), _whole(product), float(price)
-        offer = None if product == -1 else Offer(product, price)
+        to, product = _whole(to), _whole(product)
+        offer = None if product == -1 else Offer(product, _real(price))  # a talk turn: no price
         return SellerMessage(to=to, offer=offer, say=canned_seller_say(offer))
     except (TypeError, ValueError, OverflowError):
         return f"(no message form: to={to!r}, product={product!r}, price={price!r})"
@@ -77,7 +85,7 @@ def buyer_message_of(decision, product, price, malformed: bool = False) -> Buyer
         if not 0 <= code < len(_DECISIONS):
             raise ValueError(code)
         d = _DECISIONS[code]
-        offer = Offer(_whole(product), float(price)) if d is Decision.COUNTER else None
+        offer = Offer(_whole(product), _real(price)) if d is Decision.COUNTER else None
         return BuyerMessage(d, offer, say=canned_buyer_say(d, offer))
     except (TypeError, ValueError, OverflowError):
         return f"(no message form: decision={decision!r}, product={product!r}, price={price!r})"

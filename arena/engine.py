@@ -425,10 +425,7 @@ def _indices(x, b: int, name: str) -> tuple[np.ndarray, np.ndarray | None]:
     if a.dtype.kind in "iu":
         ok = np.abs(a.astype(np.float64)) < 2.0**62
     else:
-        try:
-            a = a.astype(np.float64)
-        except (TypeError, ValueError):
-            return np.full(b, _NOWHERE, np.int64), np.ones(b, bool)
+        a = _floats(a)
         with np.errstate(invalid="ignore"):
             ok = np.isfinite(a) & (a == np.floor(a)) & (np.abs(a) < 2.0**62)
     return np.where(ok, a, _NOWHERE).astype(np.int64), ~ok
@@ -440,12 +437,26 @@ def _prices(x, b: int) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(x)
     if a.shape != (b,):
         raise ValueError(f"price: expected one entry per market, shape ({b},), got {a.shape}")
-    if a.dtype.kind not in "iufb":
-        return np.full(b, np.nan), np.ones(b, bool)
-    p = a.astype(np.float64, copy=False)
+    p = _floats(a)
     with np.errstate(invalid="ignore"):
         ok = (p >= 0) & (p < PRICE_LIMIT)  # False for nan and for either infinity
     return p, ~ok
+
+
+def _floats(a: np.ndarray) -> np.ndarray:
+    """float64 entries of an action's array; for one that is not all real numbers (objects,
+    strings, complex), each entry on its own as the reference market reads a row
+    (``float(entry)``), NaN where that fails, so a bad entry marks its own row alone."""
+    if a.dtype.kind in "iufb":
+        return a.astype(np.float64, copy=False)
+    return np.array([_float_or_nan(v) for v in a.tolist()], np.float64)
+
+
+def _float_or_nan(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
 
 
 def _outside(x: np.ndarray, lo: int, hi: int) -> np.ndarray:

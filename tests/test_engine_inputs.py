@@ -12,6 +12,7 @@ from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate, generate_batch
 from arena.market import Market, Violation
+from arena.rules import COUNTER
 
 WEIRD_TO = [0, 1, -1, 2.5, np.nan, np.inf, 10**6, 10**7, 2**70, 1.0]
 WEIRD_PRODUCT = [0, 1, -1, -2, 0.5, np.nan, 10**6, 3, 1.0]
@@ -62,17 +63,26 @@ def test_unwritable_actions_are_malformed_in_both_engines_alike(seed):
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "rows"),
     [
-        {"to": np.array(["x", "y", "z"])},
-        {"to": np.array([None, 1, 0], dtype=object)},
-        {"price": np.array(["a", "b", "c"])},
-        {"price": np.array([1 + 2j, 3.0, 4.0])},
-        {"product": np.array([2**64 - 1, 0, 0], dtype=np.uint64)},
+        ({"to": np.array(["x", "y", "z"])}, [1, 1, 1]),
+        ({"to": np.array([None, 1, 0], dtype=object)}, [1, 0, 0]),
+        ({"price": np.array(["a", "b", "c"])}, [1, 1, 1]),
+        ({"price": np.array(["a", "50", " 7.5 "])}, [1, 0, 0]),  # float() reads the others
+        ({"price": np.array([None, 50.0, 50], dtype=object)}, [1, 0, 0]),
+        ({"price": np.array([50.0, [1], "nan"], dtype=object)}, [0, 1, 1]),
+        ({"price": np.array([1 + 2j, 3.0, 4.0])}, [1, 1, 1]),  # complex: no real price
+        ({"product": np.array([2**64 - 1, 0, 0], dtype=np.uint64)}, [1, 0, 0]),
+        # A talk turn states no price, so whatever stands in the price array is ignored.
+        (
+            {"product": np.array([-1, -1, 0]), "price": np.array([None, "x", 5], dtype=object)},
+            [0, 0, 0],
+        ),
     ],
 )
-def test_values_that_are_not_numbers_are_malformed_rows_not_exceptions(bad):
-    engine = BatchedMarket(generate_batch(MarketConfig(buyers=3), 0, 3))
+def test_values_that_are_not_numbers_are_malformed_rows_not_exceptions(bad, rows):
+    cfg = MarketConfig(buyers=3)
+    engine = BatchedMarket(generate_batch(cfg, 0, 3))
     args = {
         "to": np.array([0, 1, 2]),
         "product": np.array([0, 0, 0]),
@@ -81,7 +91,32 @@ def test_values_that_are_not_numbers_are_malformed_rows_not_exceptions(bad):
     }
     engine.offer(**args)
     assert engine.turn.tolist() == [1, 1, 1]
-    assert engine.seller_violations[:, Violation.MALFORMED].sum() >= 1
+    assert engine.seller_violations[:, Violation.MALFORMED].tolist() == rows
+    # Each row is judged alone, as the reference market judges it.
+    action = SellerAction(args["to"], args["product"], args["price"])
+    for k in range(3):
+        market = Market(generate(cfg, 0, k))
+        asked = market.offer(seller_message(action, k))
+        assert market.seller_violations[Violation.MALFORMED] == rows[k]
+        assert (asked is not None) == bool(engine.pending[k])
+
+
+def test_a_bid_that_is_not_a_number_marks_its_own_answer_alone():
+    cfg = MarketConfig(buyers=3)
+    engine = BatchedMarket(generate_batch(cfg, 0, 3))
+    markets = [Market(generate(cfg, 0, k)) for k in range(3)]
+    offer = SellerAction(np.array([0, 1, 2]), np.zeros(3, int), np.full(3, 99.0))
+    engine.offer(offer.to, offer.product, offer.price)
+    # Counters with bids None, 40 and "40"; then the same rows' answers for the reference.
+    answer = BuyerAction(
+        np.full(3, COUNTER), np.zeros(3, int), np.array([None, 40.0, "40"], dtype=object)
+    )
+    engine.answer(answer.decision, answer.product, answer.price)
+    assert engine.buyer_violations[:, Violation.MALFORMED].tolist() == [1, 0, 0]
+    for k, market in enumerate(markets):
+        market.offer(seller_message(offer, k))
+        market.answer(buyer_message(answer, k))
+        np.testing.assert_array_equal(engine.buyer_violations[k], market.buyer_violations)
 
 
 def test_wrong_lengths_raise_before_anything_changes():

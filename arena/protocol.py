@@ -79,6 +79,7 @@ __all__ = [
     "parse",
     "parse_buyer_message",
     "parse_seller_message",
+    "plain_decimal",
     "render",
 ]
 
@@ -148,9 +149,15 @@ def format_price(price: float) -> str:
         raise ProtocolError(
             "unrenderable", f"price must be finite, >= 0 and < 10**{MAX_PRICE_DIGITS}: {price!r}"
         )
+    return plain_decimal(price)
+
+
+def plain_decimal(x: float) -> str:
+    """The shortest decimal that reads back as the finite ``x`` exactly, without an
+    exponent (``1e+20`` is ``100000000000000000000``); no bound, unlike a message's price."""
     # repr gives the shortest round-tripping digits; Decimal lays them out without an exponent.
     # Adding 0.0 turns -0.0 into 0.0, which the grammar can express.
-    text = format(decimal.Decimal(repr(price + 0.0)), "f")
+    text = format(decimal.Decimal(repr(float(x) + 0.0)), "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text

@@ -15,7 +15,7 @@ Seller view (one line per product and buyer, then the conversation)::
     You are the seller. Turn 3 of 12 (10 left). Prices from 0 to 100.
     product 0: cost 30.1, 2 of 2 in stock
     buyer 0: active; signals 61.2 55.3 70.1 48.2
-    buyer 1: bought product 2 at 55
+    buyer 1: bought product 2
     buyer 3: active, an agent (disclosed); signals ...; standing bid: product 1 at 40
     Conversation:
     [turn 1] you:
@@ -25,7 +25,7 @@ Seller view (one line per product and buyer, then the conversation)::
     SAY: ...
     [turn 1] buyer 3: DECISION: counter; OFFER: product 1 at 40; SAY: Too much.
 
-Numbers are written as prices are (``format_price``) after rounding: prices, costs and
+Numbers are written as prices are (``plain_decimal``) after rounding: prices, costs and
 bids to cents, signals and values to one decimal (they are noisy estimates anyway).
 Without a dialogue the conversation is left out. Everything is a pure function of row
 ``b``, so a batch renders each market as it renders alone.
@@ -37,7 +37,7 @@ import math
 from typing import TYPE_CHECKING
 
 from arena.messages import BuyerMessage, Offer, SellerMessage
-from arena.protocol import format_price
+from arena.protocol import plain_decimal
 from arena.rules import LastDecision, Violation
 from arena.transcript import TurnRecord
 
@@ -48,11 +48,12 @@ __all__ = ["buyer_view", "seller_view", "num"]
 
 
 def num(x: float, digits: int = 2) -> str:
-    """A number as the views write it: rounded, then the shortest plain decimal."""
+    """A number as the views write it: rounded, then the shortest plain decimal. No bound:
+    a signal may lie past the largest price a message can state."""
     x = round(float(x), digits)
     if not math.isfinite(x):
         return "none"
-    return ("-" if x < 0 else "") + format_price(abs(x))
+    return plain_decimal(x)
 
 
 def _offer(offer: Offer | None) -> str:
@@ -77,11 +78,18 @@ def _other_buyer(rec: TurnRecord) -> str:
     return out
 
 
-def _own(text: str, violation: Violation, error: str) -> str:
+def _own(text: str, violation: Violation, error: str, cost: str) -> str:
     out = text if text.strip() else "(empty message)"
     if violation is not Violation.OK:
-        out += f"\n(invalid: {error}; the turn was wasted)"
+        out += f"\n(invalid: {error}; {cost})"
     return out
+
+
+def _answered(rec: TurnRecord) -> bool:
+    """Whether the buyer asked in ``rec`` has answered: a turn's record exists while its
+    buyer is still being asked; an empty answer is recorded as a violation."""
+    answered = bool(rec.buyer_text) or rec.buyer_message is not None
+    return answered or rec.buyer_violation is not Violation.OK
 
 
 def _outcome(rec: TurnRecord, buyer: int | None = None) -> list[str]:
@@ -139,8 +147,10 @@ def seller_view(obs: SellerObs, b: int) -> str:
         lines.append("Conversation:" if obs.dialogue[b] else "Conversation: none yet")
         for rec in obs.dialogue[b]:
             lines.append(f"[turn {rec.turn}] you:")
-            lines.append(_own(rec.seller_text, rec.seller_violation, rec.seller_error))
-            if rec.buyer >= 0 and (rec.buyer_text or rec.buyer_message is not None):
+            lines.append(
+                _own(rec.seller_text, rec.seller_violation, rec.seller_error, "the turn was wasted")
+            )
+            if rec.buyer >= 0 and _answered(rec):
                 lines.append(f"[turn {rec.turn}] buyer {rec.buyer}: {_other_buyer(rec)}")
             lines += _outcome(rec)
     return "\n".join(lines)
@@ -180,9 +190,10 @@ def buyer_view(obs: BuyerObs, b: int) -> str:
             if not _reached(rec, i):
                 continue
             lines.append(f"[turn {rec.turn}] seller: {_other_seller(rec.seller_message)}")
-            if rec.buyer == i and (rec.buyer_text or rec.buyer_message is not None):
+            if rec.buyer == i and _answered(rec):
                 lines.append(f"[turn {rec.turn}] you:")
-                lines.append(_own(rec.buyer_text, rec.buyer_violation, rec.buyer_error))
+                reject = "counted as a reject"
+                lines.append(_own(rec.buyer_text, rec.buyer_violation, rec.buyer_error, reject))
             lines += _outcome(rec, buyer=i)
     else:
         offer = (

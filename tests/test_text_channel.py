@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -270,6 +272,45 @@ def test_buyer_view_shows_its_own_conversation_and_never_the_sellers_think():
     )
     for hidden in ("looks rich", "again", "psst", "b0 secret", "junk"):
         assert hidden not in text
+
+
+def test_an_empty_answer_shows_in_both_views_as_the_violation_it_was():
+    """An empty answer (a served buyer's time-out, a model that stops at once) was left out
+    of both views: it looked like a buyer still being asked."""
+    engine = BatchedMarket(_hand_market(), dialogue=True)
+    a, _ = seller_action([SECRET_S])
+    engine.offer(a.to, a.product, a.price, a.malformed, a.texts)
+    d, _ = buyer_action([""])
+    engine.answer(d.decision, d.product, d.price, d.malformed, d.texts)
+    assert engine.buyer_violations[0].sum() == 1
+    assert (
+        engine.seller_observation()
+        .text(0)
+        .endswith("[turn 1] buyer 1: (unreadable answer, counted as a reject: empty)")
+    )
+    obs = engine.offer(a.to, a.product, a.price, a.malformed, a.texts)
+    assert obs.text(0).endswith(
+        "[turn 1] seller: OFFER: product 1 at 65; SAY: A fine product.\n"
+        "[turn 1] you:\n"
+        "(empty message)\n"
+        "(invalid: empty; counted as a reject)\n"
+        "[turn 2] seller: OFFER: product 1 at 65; SAY: A fine product."
+    )
+
+
+def test_views_write_numbers_past_the_largest_price_a_message_can_state():
+    """Signals lie past the top of the price range, which may itself be just below 10**12:
+    the views refused to render them, so text agents could not play such a config."""
+    from arena.text import num
+
+    assert num(1e12 + 0.25) == "1000000000000.25" and num(1e20) == "1" + "0" * 20
+    assert num(-5.255) == "-5.25" and num(-0.0) == "0" and num(float("nan")) == "none"
+    batch = generate_batch(MarketConfig(price_range=(0.0, 9.5e11), signal_noise=0.5), 0, 8)
+    assert (batch.signals >= 1e12).any()
+    engine = play_batch(batch, GreedyMatcher(), Haggler(), dialogue=True)
+    texts = [engine.seller_observation().text(k) for k in range(batch.size)]
+    assert all(t.split("\n")[0].endswith("Prices from 0 to 950000000000.") for t in texts)
+    assert any(re.search(r"signals .*\b1\d{12}", t) for t in texts)
 
 
 def test_views_render_each_market_as_alone():

@@ -52,6 +52,9 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "badjson":
             self._send(200, b"{not json")
             return
+        if mode == "deep":  # valid JSON nested past the parser's recursion limit
+            self._send(200, b"[" * 100_000 + b"]" * 100_000)
+            return
         if mode == "truncated":  # the body stops before its Content-Length
             self.send_response(200)
             self.send_header("Content-Length", "1000")
@@ -140,7 +143,8 @@ def test_a_served_seller_plays_records_and_replays_without_the_server(server, tm
 
 
 @pytest.mark.parametrize(
-    "mode", ["slow", "500", "429", "badjson", "nocontent", "prose", "truncated", "nothttp"]
+    "mode",
+    ["slow", "500", "429", "badjson", "deep", "nocontent", "prose", "truncated", "nothttp"],
 )
 def test_failed_requests_are_counted_violations_in_bounded_time(server, tmp_path, mode):
     server.mode = mode
@@ -153,7 +157,8 @@ def test_failed_requests_are_counted_violations_in_bounded_time(server, tmp_path
     assert engine.seller_violations[:, 1].tolist() == [CFG.turns, CFG.turns]  # all MALFORMED
     errors = {json.loads(x)["error"] for x in log.read_text().splitlines()}
     expected = {"slow": "timeout", "500": "http_500", "429": "http_429", "badjson": "bad_reply",
-                "nocontent": "bad_reply", "prose": "", "truncated": "connection: IncompleteRead",
+                "deep": "bad_reply", "nocontent": "bad_reply", "prose": "",
+                "truncated": "connection: IncompleteRead",
                 "nothttp": "connection: BadStatusLine"}[mode]  # fmt: skip
     assert errors == {expected}
 

@@ -211,7 +211,7 @@ def _read_reply(raw: bytes) -> dict:
         text = reply["choices"][0]["message"]["content"]
         if not isinstance(text, str):
             raise TypeError("content is not a string")
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):  # deep nesting
         return {"error": "bad_reply", "text": ""}
     usage = reply.get("usage") if isinstance(reply, dict) else None
     if isinstance(usage, dict):

@@ -143,6 +143,25 @@ def test_a_served_seller_plays_records_and_replays_without_the_server(server, tm
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"text": "hi"}',
+        '{"request_hash": "ab"}',  # no text: the turn it replays would have no message
+        '{"request_hash": 7, "text": "hi"}',
+        "[" * 100_000 + "]" * 100_000,
+    ],
+)
+def test_a_replay_file_with_a_line_that_is_no_recorded_request_is_refused_when_read(tmp_path, line):
+    log = tmp_path / "served.jsonl"
+    good = {"request_hash": "cd", "text": "hi", "error": "", "status": 200, "usage": None}
+    log.write_text(json.dumps(good) + "\n" + line + "\n")
+    with pytest.raises(ServedModelError, match=r"served.jsonl:2: not a recorded request"):
+        ServedSeller(model="m", replay=str(log))
+
+
+@pytest.mark.parametrize(
     "mode",
     ["slow", "500", "429", "badjson", "deep", "nocontent", "prose", "truncated", "nothttp"],
 )

@@ -102,9 +102,15 @@ class _ServedPolicy:
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 try:
                     entry = json.loads(line)
-                    self._replies[entry["request_hash"]] = entry
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    raise ServedModelError(f"{path}:{n}: not a recorded request") from None
+                except (json.JSONDecodeError, RecursionError):
+                    entry = None
+                if not (
+                    isinstance(entry, dict)
+                    and isinstance(entry.get("request_hash"), str)
+                    and isinstance(entry.get("text"), str)  # what a replayed turn says
+                ):
+                    raise ServedModelError(f"{path}:{n}: not a recorded request")
+                self._replies[entry["request_hash"]] = entry
 
     def __getstate__(self) -> dict:  # a lock does not pickle: ship the policy without it
         state = self.__dict__.copy()

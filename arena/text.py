@@ -108,11 +108,12 @@ def seller_view(obs: SellerObs, b: int) -> str:
     """Market ``b`` as the seller may see it (see the module docstring)."""
     lo, hi = obs.price_range
     turn = int(obs.turn[b])
-    when = (
-        f"Turn {turn + 1} of {obs.turns} ({obs.turns - turn} left)."
-        if turn < obs.turns
-        else f"The market is over: all {obs.turns} turns are played."
-    )
+    if turn >= obs.turns:
+        when = f"The market is over: all {obs.turns} turns are played."
+    elif obs.done[b]:  # the stock is gone, or every buyer has bought or left
+        when = f"The market is over after {turn} of {obs.turns} turns: no sale is left to make."
+    else:
+        when = f"Turn {turn + 1} of {obs.turns} ({obs.turns - turn} left)."
     lines = [
         f"You are the seller. {when} "
         f"Prices from {num(lo)} to {num(hi)}."

@@ -239,6 +239,22 @@ def test_the_seller_view_of_an_ended_market_says_it_is_over():
     )
 
 
+def test_the_seller_view_of_a_market_sold_out_early_says_it_is_over():
+    """It said "Turn 2 of 12 (11 left)" of a market with nothing left to sell."""
+    batch = generate_batch(MarketConfig(buyers=2, products=1, inventory=1, turns=12), 0, 3)
+    engine = play_batch(batch, GreedyMatcher(), Truthful(), dialogue=True)
+    reference = play_reference(batch.instance(0), GreedyMatcher(), Truthful())
+    obs = engine.seller_observation()
+    assert obs.done.all() and (obs.turn < 12).all()
+    for k in range(batch.size):
+        turn = int(obs.turn[k])
+        assert obs.text(k).startswith(
+            f"You are the seller. The market is over after {turn} of 12 turns: "
+            "no sale is left to make."
+        )
+    assert reference.seller_observation().text(0) == obs.text(0)
+
+
 def test_buyer_view_shows_its_own_conversation_and_never_the_sellers_think():
     engine = BatchedMarket(_hand_market(), dialogue=True)
     a, _ = seller_action([SECRET_S])

@@ -113,6 +113,25 @@ def test_compare_csv_never_overwrites_a_run(capsys, run_dir):
     sqlite3.connect(db).close()
 
 
+def test_export_never_writes_over_a_runs_own_files(capsys, run_dir, tmp_path):
+    """A link named rows.csv to the run's results.sqlite had the database replaced by CSV
+    (and the command then failed on it); --to DIR/spec.json replaced the run's spec."""
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    link = tmp_path / "rows.csv"
+    os.symlink(run_dir / "results.sqlite", link)
+    assert "links to" in refused(capsys, "export", str(run_dir), "--to", str(link))
+    link = tmp_path / "prompts.jsonl"
+    os.symlink(run_dir / "spec.json", link)
+    assert "links to" in refused(capsys, "export", str(run_dir), "--transcripts", str(link))
+    err = refused(capsys, "export", str(run_dir), "--to", str(run_dir / "spec.json"))
+    assert "is the run's own spec.json" in err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    # Beside the run's own files an export is welcome, again and again.
+    for _ in range(2):
+        assert main(["export", str(run_dir), "--to", str(run_dir / "rows.json")]) == 0
+    (run_dir / "rows.json").unlink()
+
+
 def test_play_html_never_overwrites_a_run(capsys, run_dir, tmp_path):
     db = run_dir / "results.sqlite"
     before = db.read_bytes()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from arena.limits import MAX_MARKETS_PER_MATCH, MAX_WORKERS
 from tournaments.cli import own_agents
@@ -278,6 +279,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CliError(f"--to: export to FILE.csv or FILE.json, got {args.to!r}")
     if args.transcripts and not args.transcripts.endswith(".jsonl"):
         raise CliError(f"--transcripts: write a .jsonl file, got {args.transcripts!r}")
+    if args.to:
+        _export_target("--to", args.to, args.dir, (".csv", ".json"))
+    if args.transcripts:
+        _export_target("--transcripts", args.transcripts, args.dir, (".jsonl",))
     store = ResultStore.open(args.dir)
     try:
         # Everything checked before the first file is written: a refused export writes none.
@@ -297,6 +302,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
+
+
+_RUN_OWN = ("spec.json", "league.json", "round.json")
+"""The JSON files a run or league folder writes for itself (the suffix rule keeps an export
+off its results.sqlite)."""
+
+
+def _export_target(flag: str, target: str, run_dir: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse an export that would write over a run's own files: through a link (to its
+    results.sqlite, say) or by name (its spec.json)."""
+    real = Path(os.path.realpath(target))
+    if not real.name.endswith(suffixes):
+        raise CliError(f"{flag}: {target} links to {real}, not a {' or '.join(suffixes)} file")
+    if real.name in _RUN_OWN and real.parent == Path(os.path.realpath(run_dir)):
+        raise CliError(f"{flag}: {target} is the run's own {real.name}; export to another file")
 
 
 def _prompt_records(store) -> list[dict]:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.test_tournament import assert_same_records, interrupted_run, records
 from tournaments.cli import main
-from tournaments.compare import CompareError, check_shared_markets, compare_runs
+from tournaments.compare import CompareError, check_shared_markets, compare_runs, paired_configs
 from tournaments.effects import disclosure_effect
 from tournaments.metastrategy import opponent_weights, payoff_matrix, solve_zero_sum
 from tournaments.records import Records
@@ -238,6 +238,9 @@ def test_compare_pairs_runs_market_by_market(tmp_path):
         compare_runs(hidden, mandatory, metrics=("profit",))
     with pytest.raises(CompareError, match="several matches"):
         compare_runs(both, mandatory, by=("seller", "config"), metrics=("profit",))
+    # A rename onto a name run A uses already: said so (it read "once  is ignored").
+    with pytest.raises(CompareError, match="after --rename; rename onto a name that run"):
+        compare_runs(both, mandatory, rename={"hidden": "mandatory"}, metrics=("profit",))
 
 
 def test_compare_refuses_runs_that_met_other_markets(tmp_path, capsys):
@@ -260,3 +263,32 @@ def test_compare_refuses_runs_that_met_other_markets(tmp_path, capsys):
     assert "posted_price|truthful|hidden|a" in out.out and "Holm" in out.out
     assert len((tmp_path / "d.csv").read_text().splitlines()) == 1 + 2 + 2
     assert all(line.startswith("arena: error: ") for line in out.err.strip().splitlines())
+
+
+def test_compare_refuses_configs_that_a_pairing_without_config_makes_meet(tmp_path, capsys):
+    """With --by leaving out config, the matches of config 'a' (6 turns) were paired with
+    those of config 'b' (9 turns) market by market, though their markets differ."""
+    a, _, rec_a = _run(tmp_path, "a")
+    data = {**SPEC, "configs": {"b": {**SPEC["configs"]["a"], "turns": 9}}}
+    b = tmp_path / "b"
+    run_tournament(spec_from_dict(data), b, use_ray=False, progress=False)
+    by = "seller,buyer,disclosure"
+    assert main(["compare", str(a), str(b), "--by", by]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "configs 'a' of RUN_A and 'b' of RUN_B, paired" in err[0]
+    assert "differs in turns" in err[0]
+    # The same structure under another name pairs, with config left out or renamed.
+    data["configs"] = {"b": SPEC["configs"]["a"]}
+    same = tmp_path / "same"
+    run_tournament(spec_from_dict(data), same, use_ray=False, progress=False)
+    assert main(["compare", str(a), str(same), "--by", by]) == 0
+    assert main(["compare", str(a), str(same), "--rename", "a=b"]) == 0
+    assert paired_configs(rec_a, rec_a, by=by.split(",")) == [("a", "a")]
+
+
+def test_compare_refuses_a_negative_bootstrap_seed_as_a_flag(tmp_path, capsys):
+    a, _, _ = _run(tmp_path, "a")
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", str(a), str(a), "--seed", "-1"])
+    assert exit_.value.code == 2
+    assert "argument --seed: expected a non-negative integer" in capsys.readouterr().err

@@ -115,15 +115,32 @@ def stored_columns(metrics: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def paired_configs(
+    a: Records,
+    b: Records,
+    *,
+    by: Sequence[str] = MATCH_KEYS,
+    rename: Mapping[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """The configs ``compare_runs`` makes meet, as (name in A, name in B): a config and its
+    own name (after ``rename``) when ``by`` holds ``config``; without it, whatever configs
+    the matches it pairs were played on."""
+    by = _checked_by(by)
+    ga, gb = _groups(a, by, dict(rename or {}), "RUN_A"), _groups(b, by, {}, "RUN_B")
+    return sorted({(a.matches.config[ga[g]], b.matches.config[gb[g]]) for g in ga.keys() & gb})
+
+
 def check_shared_markets(
     meta_a: Mapping[str, str],
     meta_b: Mapping[str, str],
     rename: Mapping[str, str] | None = None,
     *,
     labels: Sequence[str] = ("RUN_A", "RUN_B"),
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> None:
-    """Refuse two runs that did not meet the same markets: another tournament seed, or a
-    config of the same name (after ``rename``) with another table. A stored spec that is
+    """Refuse two runs that did not meet the same markets: another tournament seed, a
+    config of the same name (after ``rename``) with another table, or two configs that
+    ``pairs`` makes meet (``paired_configs``) with different tables. A stored spec that is
     no tournament spec is refused as a corrupt store, named by its run's ``labels`` entry
     (the store's path, where the caller has it)."""
     rename = rename or {}
@@ -138,14 +155,18 @@ def check_shared_markets(
 
     # Runs of different lengths pair on the market indices both played.
     a, b = tables(spec_a), tables(spec_b)
-    for name, table in a.items():
-        other = rename.get(name, name)
-        if other in b and b[other] != table:
+    meet = [(name, rename.get(name, name)) for name in a] + list(pairs)
+    for name, other in dict.fromkeys(meet):
+        if name in a and other in b and b[other] != a[name]:
+            table = a[name]
             diff = sorted(k for k in set(table) | set(b[other]) if table.get(k) != b[other].get(k))
-            raise CompareError(
-                f"config {name!r} is not the same market structure in both runs "
-                f"(differs in {', '.join(diff)}): its markets differ"
+            what = (
+                f"config {name!r} is not the same market structure in both runs"
+                if other == rename.get(name, name)
+                else f"configs {name!r} of RUN_A and {other!r} of RUN_B, paired (--by leaves "
+                "out config), are not the same market structure"
             )
+            raise CompareError(f"{what} (differs in {', '.join(diff)}): its markets differ")
 
 
 def _stored_spec(meta: Mapping[str, str], label: str) -> dict:
@@ -183,10 +204,7 @@ def compare_runs(
     """Paired differences B - A (see the module docstring); rows sorted by group, then
     metrics in the order given, then one ``all`` row per metric, with the matches of
     either run that had no counterpart."""
-    by = tuple(by)
-    bad = [k for k in by if k not in MATCH_KEYS]
-    if bad or not by:
-        raise CompareError(f"pair on some of {', '.join(MATCH_KEYS)}, got {', '.join(bad)}")
+    by = _checked_by(by)
     rename = dict(rename or {})
     _check_rename(a, rename)
     groups_a = _groups(a, by, rename, "RUN_A")
@@ -265,6 +283,14 @@ def compare_runs(
     return Comparison(tuple(rows), unpaired(a, groups_a, groups_b), unpaired(b, groups_b, groups_a))
 
 
+def _checked_by(by: Sequence[str]) -> tuple[str, ...]:
+    by = tuple(by)
+    bad = [k for k in by if k not in MATCH_KEYS]
+    if bad or not by:
+        raise CompareError(f"pair on some of {', '.join(MATCH_KEYS)}, got {', '.join(bad)}")
+    return by
+
+
 def _played(rec: Records) -> list[int]:
     """The matches of ``rec`` with rows (a subset of records keeps every match's entry)."""
     return sorted(set(rec.match.tolist()))
@@ -293,11 +319,13 @@ def _groups(rec: Records, by: tuple[str, ...], rename: dict, label: str) -> dict
     for m in _played(rec):
         key = tuple(rename.get(getattr(t, k)[m], getattr(t, k)[m]) for k in by)
         if key in out:
-            raise CompareError(
-                f"{label} has several matches for {'|'.join(key)} once "
-                f"{', '.join(k for k in MATCH_KEYS if k not in by)} is ignored; "
-                "pair on more coordinates (--by)"
+            ignored = [k for k in MATCH_KEYS if k not in by]
+            why = (
+                f"once {', '.join(ignored)} is ignored; pair on more coordinates (--by)"
+                if ignored
+                else "after --rename; rename onto a name that run does not use"
             )
+            raise CompareError(f"{label} has several matches for {'|'.join(key)} {why}")
         out[key] = m
     return out
 
@@ -383,5 +411,6 @@ __all__ = [
     "CompareRow",
     "check_shared_markets",
     "compare_runs",
+    "paired_configs",
     "stored_columns",
 ]

@@ -15,7 +15,7 @@ import csv
 import json
 import sys
 
-from tournaments.cli.common import CliError, json_safe, output_file
+from tournaments.cli.common import CliError, json_safe, nonneg_int, output_file
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -26,6 +26,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         CompareError,
         check_shared_markets,
         compare_runs,
+        paired_configs,
         stored_columns,
     )
     from tournaments.formatting import fmt, fmt_ci
@@ -51,7 +52,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         finally:
             store.close()
     try:
-        check_shared_markets(metas[0], metas[1], rename, labels=paths)
+        pairs = paired_configs(records[0], records[1], by=by, rename=rename)
+        check_shared_markets(metas[0], metas[1], rename, labels=paths, pairs=pairs)
         rows = compare_runs(records[0], records[1], by=by, rename=rename, metrics=metrics,
                             seed=args.seed)  # fmt: skip
     except CompareError as err:
@@ -147,7 +149,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rename", action="append", metavar="OLD=NEW",
                    help="a name in RUN_A that RUN_B calls NEW (repeatable)")  # fmt: skip
     p.add_argument("--metrics", help="comma-separated metrics (default: the main ones and score)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="bootstrap seed")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--csv", type=output_file(".csv"), metavar="FILE.csv",
                    help="also write the rows to a CSV file")  # fmt: skip

@@ -308,6 +308,22 @@ def test_a_learner_on_a_node_without_the_league_folder_trains_from_bytes(league,
         (('config = "seller.toml"', "config = 5"), "seller.config: expected a path, got 5"),
         (("iterations = 3", "iterations = 3\n[seller.train]\nfoo = 1"), "[seller.train] key(s) "),
         (("seed = 0", "seed = -1"), "league.seed: expected an integer >= 0, got -1"),
+        # Strings where a string is read (an int name crashed the entry-name check).
+        (('name = "{name}"', "name = 5"), "league.name: expected a string, got 5"),
+        (('name = "{name}"', 'name = ["a"]'), "league.name: expected a string, got ['a']"),
+        (("seed = 0", "seed = 0\nprefix = 7"), "league.prefix: expected a string, got 7"),
+        # The exponent of prioritized: a string failed a round late, -1 and nan changed
+        # the weighting without a word.
+        (("seed = 0", 'seed = 0\npower = "x"'), "league.power: expected a finite number >= 0"),
+        (("seed = 0", "seed = 0\npower = -1.0"), "league.power: expected a finite number >= 0"),
+        (("seed = 0", "seed = 0\npower = nan"), "league.power: expected a finite number >= 0"),
+        (("seed = 0", "seed = 0\npower = true"), "league.power: expected a finite number >= 0"),
+        (("seed = 0", 'seed = 0\nuniform_mix = "x"'), "league.uniform_mix: expected a number"),
+        # Integers stay integers: int() truncated 1.9 threads to one.
+        (("seed = 0", "seed = 0\nthreads = 1.9"), "league.threads: expected a positive integer"),
+        (("seed = 0", "seed = 0\nthreads = true"), "league.threads: expected a positive integer"),
+        (("eval_markets = 4", "eval_markets = 1.5"), "league.eval_markets: expected a positive"),
+        (("checkpoint_every = 1", "checkpoint_every = 0.5"), "league.checkpoint_every: expected"),
     ],
 )
 def test_bad_league_configs_are_one_clear_error(tmp_path, change, words):
@@ -338,6 +354,65 @@ def test_a_learner_start_with_other_features_than_its_config_is_one_clear_error(
     fixed = LEAGUE.replace(*start, 1).replace("exploit_iterations = 2\n", plan, 1)
     cfg = load_league_config(str(_config(tmp_path, "good", fixed)))
     assert cfg.seller.base.plan_feature and cfg.seller.init == str((tmp_path / "ck").resolve())
+
+
+def test_league_numbers_at_their_bounds_load(tmp_path):
+    """power 0 (prioritized as uniform) and an integer power are numbers; checkpoint_every
+    0 is a training config's own "no periodic checkpoint"."""
+    text = LEAGUE.replace("seed = 0", "seed = 0\npower = 0\nthreads = 2", 1)
+    cfg = load_league_config(str(_config(tmp_path, "ok", text)))
+    assert cfg.power == 0 and cfg.seller.base.threads == cfg.buyer.base.threads == 2
+    text = LEAGUE.replace("checkpoint_every = 1", "checkpoint_every = 0", 1)
+    text = text.replace("seed = 0", "seed = 0\npower = 3", 1)
+    cfg = load_league_config(str(_config(tmp_path / "b", "ok", text)))
+    assert cfg.power == 3 and cfg.seller.base.checkpoint_every == 0
+
+
+@pytest.mark.parametrize("flag", ["--out", "--address"])
+def test_a_blank_out_or_address_is_refused_not_read_as_the_default(
+    tmp_path, capsys, monkeypatch, flag
+):
+    """--out "" ran the league in runs/NAME and --address "" started a local Ray."""
+    from tests.test_hardening import run
+
+    monkeypatch.chdir(tmp_path)  # where a blank --out would put runs/NAME
+    path = _config(tmp_path, "lg")
+    code, _, err = run(capsys, "league", str(path), flag, "", "--no-ray", "--quiet")
+    assert code == 2 and f"argument {flag}: expected a non-empty value" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_too_many_workers_are_refused_before_the_league_folder_is_made(
+    tmp_path, capsys, monkeypatch
+):
+    """--workers past the limit, or past this machine's CPUs for the local Ray the league
+    would start, used to fail in round 0 after league.json, ray.log and round_000/ were
+    written; now nothing is made (as `arena tournament`). Cheap: Ray never starts."""
+    import tournaments.runner
+    from arena.limits import LimitError
+    from tests.test_hardening import run
+
+    def no_ray(*_):
+        raise AssertionError("Ray started")
+
+    monkeypatch.setattr(tournaments.runner, "init_ray", no_ray)
+    path = _config(tmp_path, "lg")
+    out = tmp_path / "run"
+    code, _, err = run(capsys, "league", str(path), "--out", str(out), "--no-ray",
+                       "--quiet", "--workers", "1000")  # fmt: skip
+    assert code == 2 and "--workers: at most 256 workers, got 1,000" in err
+    assert not out.exists()
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    code, _, err = run(capsys, "league", str(path), "--out", str(out), "--quiet",
+                       "--workers", "2")  # fmt: skip
+    assert code == 2 and err.startswith("arena: error: --workers 2: this machine has 1 CPU")
+    assert not out.exists()
+    # The library call too: past the limit, refused before the folder is made.
+    cfg = load_league_config(str(path))
+    with pytest.raises(LimitError, match="at most 256"):
+        run_league(cfg, out, workers=1000, use_ray=False, progress=False, log=None)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -172,10 +172,27 @@ def run_league(
     return LeagueSummary(Path(out), done, time.perf_counter() - t0)
 
 
+def _check_workers(workers: int, address: str | None, use_ray: bool) -> None:
+    """Workers past the limit, or past the CPUs of the local Ray this league would start,
+    refused before the folder is made: else round 0's round robin refuses them only after
+    league.json, Ray's log and round_000/ are written."""
+    import sys
+
+    from arena import limits
+
+    # Ray already started in this process (or a cluster to join) has CPUs of its own;
+    # ray is not imported for the question when nothing imported it yet.
+    ray = sys.modules.get("ray")
+    started = ray is not None and ray.is_initialized()
+    local = use_ray and not (address or os.environ.get("RAY_ADDRESS") or started)
+    limits.check_workers(workers, (os.cpu_count() or 1) if local else None)
+
+
 class _League:
     def __init__(self, cfg, out: Path, workers, address, use_ray, progress, log, agents) -> None:
         if workers < 1:
             raise LeagueError(f"workers must be >= 1, got {workers}")
+        _check_workers(workers, address, use_ray)
         self.cfg, self.out, self.workers, self.address = cfg, out, workers, address
         self.use_ray, self.progress, self.log = use_ray, progress, log
         self.agents = list(agents)

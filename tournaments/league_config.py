@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,13 +76,26 @@ class LeagueConfig:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        # Strings before anything reads them as one (a TOML ``name = 5`` would otherwise
+        # end in an AttributeError from the entry-name check below).
+        for name in ("name", "prefix", "meta_strategy"):
+            x = getattr(self, name)
+            if not isinstance(x, str):
+                raise ValueError(f"league.{name}: expected a string, got {x!r}")
         if self.meta_strategy not in META_STRATEGIES:
             raise ValueError(
                 f"league.meta_strategy: {self.meta_strategy!r}; known: "
                 + ", ".join(META_STRATEGIES)
             )
-        if not 0.0 <= self.uniform_mix <= 1.0:
-            raise ValueError("league.uniform_mix: expected a number in [0, 1]")
+        if not (_is_number(self.uniform_mix) and 0.0 <= self.uniform_mix <= 1.0):
+            raise ValueError(
+                f"league.uniform_mix: expected a number in [0, 1], got {self.uniform_mix!r}"
+            )
+        # A negative exponent would invert ``prioritized`` (weight on the opponents the
+        # learner beats) and nan would turn it uniform, both without a word; a string
+        # would fail only once round 0 is played.
+        if not (_is_number(self.power) and math.isfinite(self.power) and self.power >= 0):
+            raise ValueError(f"league.power: expected a finite number >= 0, got {self.power!r}")
         for name in ("rounds", "learners", "seed", "rating_rounds"):
             x = getattr(self, name)
             least = 0 if name == "seed" else 1
@@ -120,6 +134,11 @@ class LeagueConfig:
                 "train": sc.base.to_dict(),
             }
         return json.loads(json.dumps(out))
+
+
+def _is_number(x: Any) -> bool:
+    """An int or a float, not a bool (TOML ``true`` is no exponent)."""
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _good_name(name: str) -> bool:
@@ -183,11 +202,14 @@ def league_from_dict(
     if bad:
         raise LeagueError(f"unknown [league] key(s) {', '.join(bad)}")
     league.update({k: v for k, v in overrides.items() if v is not None})
+    # Integers as given: int() would quietly truncate ``threads = 1.9`` to one thread.
     train_common = {
-        "threads": int(league.pop("threads", 1)),
+        "threads": _int(league.pop("threads", 1), "league.threads"),
         "eval_every": 0,
-        "eval_markets": int(league.pop("eval_markets", 100)),
-        "checkpoint_every": int(league.pop("checkpoint_every", 5)),
+        "eval_markets": _int(league.pop("eval_markets", 100), "league.eval_markets"),
+        "checkpoint_every": _int(
+            league.pop("checkpoint_every", 5), "league.checkpoint_every", least=0
+        ),
     }
     sides = {}
     for side in SIDES:
@@ -250,9 +272,9 @@ def league_from_dict(
             side=side,
             base=train,
             pool=tuple(_entry_path(x, base) for x in pool),
-            iterations=_pos(table.get("iterations", 20), f"{side}.iterations"),
+            iterations=_int(table.get("iterations", 20), f"{side}.iterations"),
             init=init,
-            exploit_iterations=_pos(
+            exploit_iterations=_int(
                 table.get("exploit_iterations", 10), f"{side}.exploit_iterations"
             ),
             exploit_init=exploit_init,
@@ -306,9 +328,10 @@ def _check_learner_kinds(cfg: LeagueConfig) -> None:
             raise LeagueError(f"{err} (the seller learner trains against the buyer pool)") from None
 
 
-def _pos(x: Any, what: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-        raise LeagueError(f"{what}: expected a positive integer, got {x!r}")
+def _int(x: Any, what: str, least: int = 1) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < least:
+        want = "a positive integer" if least == 1 else f"an integer >= {least}"
+        raise LeagueError(f"{what}: expected {want}, got {x!r}")
     return x
 
 

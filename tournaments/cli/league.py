@@ -18,14 +18,20 @@ from __future__ import annotations
 import argparse
 import os
 
+from arena.limits import MAX_WORKERS
 from tournaments.cli import own_agents
-from tournaments.cli.common import CliError, pos_int
+from tournaments.cli.common import CliError, at_most, nonempty, pos_int
 
 
 def cmd_league(args: argparse.Namespace) -> int:
+    from arena import limits
     from tournaments.league import LeagueError, load_league_config, run_league
     from tournaments.league_report import league_rows, load_rounds
 
+    # As `arena tournament`: workers a local Ray cannot have are refused before the league
+    # folder, its league.json or Ray's log are made (a round would fail only after them).
+    if not args.no_ray and not (args.address or os.environ.get("RAY_ADDRESS")):
+        limits.check_workers(args.workers, os.cpu_count() or 1)
     agents = own_agents.load_all(args.agents)
     try:
         cfg = load_league_config(args.config, rounds=args.rounds)
@@ -92,10 +98,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         description="Run (or resume) a league from a league config (TOML).",
     )
     p.add_argument("config", metavar="CONFIG.toml", help="league config")
-    p.add_argument("--out", metavar="DIR", help="league folder (default runs/NAME)")
+    # nonempty: a blank --out or --address would read as not given (runs/NAME, local Ray).
+    p.add_argument("--out", type=nonempty, metavar="DIR", help="league folder (default runs/NAME)")
     p.add_argument("--rounds", type=pos_int, help="override league.rounds")
-    p.add_argument("--workers", type=pos_int, default=2, help="CPUs for learners and matches")
-    p.add_argument("--address", help="join an existing Ray cluster (else RAY_ADDRESS, else local)")
+    p.add_argument(
+        "--workers",
+        type=at_most(MAX_WORKERS, "workers"),
+        default=2,
+        help="CPUs for learners and matches",
+    )
+    p.add_argument(
+        "--address",
+        type=nonempty,
+        help="join an existing Ray cluster (else RAY_ADDRESS, else local)",
+    )
     p.add_argument("--no-ray", action="store_true", help="everything in this process, in turn")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     own_agents.add_flag(p)

@@ -18,7 +18,7 @@ from tests.test_tournament import assert_same_records
 from tournaments.cli import main
 from tournaments.cli.common import print_transcript
 from tournaments.compare import CompareError, check_shared_markets
-from tournaments.store import ResultStore
+from tournaments.store import ResultStore, StoreError
 from tournaments.types import STORED_METRICS
 
 SPEC = """
@@ -165,6 +165,127 @@ def test_overlapping_units_are_refused_by_every_reader_alike(capsys, tmp_path, b
 def test_a_dropped_table_is_refused_and_not_made_again(capsys, tmp_path, base, table):
     run = corrupted(base, tmp_path, f"DROP TABLE {table}")
     refused(capsys, base, run, tmp_path, ["report", "export", "resume"], f"no {table} table")
+
+
+def test_a_sum_of_unit_bounds_past_64_bits_is_refused_naming_the_store(capsys, tmp_path, base):
+    """SQLite's own error (an integer overflow in the count of stored rows) names the file
+    like every other refusal."""
+    run = corrupted(base, tmp_path, _ROWS.format("stop = 9223372036854775807"))
+    refused(capsys, base, run, tmp_path, ["report", "compare", "export", "resume"])
+    main(command("report", run, tmp_path, base))
+    assert "(integer overflow)" in capsys.readouterr().err
+
+
+def _malformed(base: Path, tmp_path: Path) -> Path:
+    """A copy of the base run whose unit_rows table's first page is garbage: the file
+    opens and its meta reads, its rows do not."""
+    run = corrupted(base, tmp_path)
+    db = run / "results.sqlite"
+    with sqlite3.connect(db) as conn:
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'unit_rows'")
+        root = root.fetchone()[0]
+    conn.close()
+    with open(db, "r+b") as fh:
+        fh.seek((root - 1) * page)
+        fh.write(b"\xff" * page)
+    return run
+
+
+def test_a_malformed_database_is_refused_naming_the_store(capsys, tmp_path, base):
+    run = _malformed(base, tmp_path)
+    refused(capsys, base, run, tmp_path, ["report", "compare", "export", "export-json"],
+            "database disk image is malformed")  # fmt: skip
+    words = f"{run / 'results.sqlite'}: corrupt results store (database disk image is malformed)"
+    store = ResultStore.open(run)
+    try:
+        for read in (store.records, store.counts, lambda: list(store._typed_rows())):
+            with pytest.raises(StoreError, match=re.escape(words)):
+                read()
+    finally:
+        store.close()
+    before = state(run)
+    assert main(command("resume", run, tmp_path, base)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"arena: error: {run / 'results.sqlite'}: ") and err.count("\n") == 1
+    assert "database disk image is malformed" in err
+    assert state(run) == before
+
+
+# ---------------------------------------------------------------------- the matches table
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("seller", 5), ("buyer", "mix"), ("disclosure", "hidden"), ("config", "zz")],
+)
+def test_a_matches_row_that_its_match_id_does_not_spell_is_refused(
+    capsys, tmp_path, base, column, value
+):
+    """The markets of a match are stored by its id and read back by its columns: a row
+    whose columns disagree would show a seller (a rule, a config) that never played."""
+    change = f"UPDATE matches SET {column} = ? WHERE match = {NUMBER}"
+    run = corrupted(base, tmp_path, change, params=(value,))
+    seller, buyer, rule, config = MATCH.split("|")
+    entries = {"seller": seller, "buyer": buyer, "disclosure": rule, "config": config}
+    entries[column] = str(value)
+    words = f'match "{MATCH}" (number {NUMBER}) is stored as ' + ", ".join(
+        f'{k} "{v}"' for k, v in entries.items()
+    )
+    refused(capsys, base, run, tmp_path,
+            ["report", "html", "compare", "export", "export-json", "resume"], words)  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the meta table
+def files(run: Path) -> dict[str, bytes]:
+    """Every file of a run folder, by name, with its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(run.iterdir())}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [("DROP TABLE meta", "no meta table"), ("DELETE FROM meta", "no spec in the meta table")],
+)
+def test_stored_matches_without_their_meta_are_refused_leaving_every_file(
+    capsys, tmp_path, base, change, words
+):
+    """Taken for a new store, such a folder would be switched to WAL and given a meta
+    table before its stored matches refused the new run's."""
+    run = corrupted(base, tmp_path, change)
+    before = files(run)
+    refused(capsys, base, run, tmp_path, ["resume"], words)
+    assert files(run) == before
+
+
+@pytest.mark.parametrize(
+    ("agents", "words"),
+    [
+        ('[{"module": "m", "entries": ["x"], "sha256": 5}]', "module 1: sha256 5 is not a text"),
+        ('[{"module": 5, "entries": ["x"]}]', "module 1: module 5 is not a text"),
+        ('[{"module": "m", "entries": "x"}]', 'entries "x" are not a list of names'),
+        ('[{"module": "m", "entries": [1]}]', "entries [1] are not a list of names"),
+        ('[{"module": "m", "entries": []}, 7]', "module 2: 7 is not a module record"),
+        ('{"module": "m"}', 'agents {"module": "m"} are not a list of modules'),
+        ("[{", "the stored agents are not JSON"),
+    ],
+)
+def test_stored_agents_of_other_types_are_refused(capsys, tmp_path, base, agents, words):
+    change = "INSERT OR REPLACE INTO meta (key, value) VALUES ('agents', ?)"
+    run = corrupted(base, tmp_path, change, params=(agents,))
+    refused(capsys, base, run, tmp_path, ["report", "html", "compare", "resume"], words)
+
+
+def test_stored_agents_as_a_run_keeps_them_are_read(capsys, tmp_path, base):
+    """A module without a file has no hash (null); one recorded before hashes, none."""
+    agents = [
+        {"module": "pkg.mod", "entries": ["x"], "sha256": None},
+        {"module": "old.py", "entries": ["y", "z"]},
+        {"module": "new.py", "entries": ["w"], "sha256": "ab" * 32},
+    ]
+    change = "INSERT OR REPLACE INTO meta (key, value) VALUES ('agents', ?)"
+    run = corrupted(base, tmp_path, change, params=(json.dumps(agents),))
+    for name in ("report", "resume"):
+        assert main(command(name, run, tmp_path, base)) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "y, z (old.py)" in out and f"w (new.py, sha256 {'ab' * 6})" in out
 
 
 # ---------------------------------------------------------------------- units and their rows

@@ -34,13 +34,15 @@ its journal mode, and gains no -wal or -shm file). The one exception: a rollback
 left by a run killed mid-transaction is rolled back first (nothing can be read before),
 which restores the database's last committed state.
 
-A corrupt store (a table missing, a spec that is no spec, unit rows naming no match or
-overlapping, a unit's rows without its ``units`` row or the reverse, a transcript that is
-no list of turn records) is one StoreError, "RUN/results.sqlite: corrupt results store
+A corrupt store (a table missing, the store's tables without a meta table, a spec that is
+no spec, a matches row whose seller, buyer, rule or config is not what its match id spells,
+recorded ``agents`` of other types, unit rows naming no match or overlapping, a unit's rows
+without its ``units`` row or the reverse, a transcript that is no list of turn records,
+pages SQLite cannot read) is one StoreError, "RUN/results.sqlite: corrupt results store
 (...)": readers refuse what they would misread, and a resume is refused by the same look
 that writes nothing, so no stored row is deleted or rewritten because of it.
 
-Length: about 830 lines for one class and its helpers: opening (new, resumed, grown or
+Length: about 1,000 lines for one class and its helpers: opening (new, resumed, grown or
 read-only folders, each refusal with its own message), the checks of a corrupt store and
 of a kept transcript, writing, reading and exporting one SQLite file; the market rows'
 layout is ``tournaments.market_rows``.
@@ -51,17 +53,18 @@ from __future__ import annotations
 import contextlib
 import csv
 import fcntl
+import functools
 import json
 import os
 import platform
 import sqlite3
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -100,6 +103,46 @@ class StoreError(ValueError):
 def corrupt(path: Path, detail: object) -> StoreError:
     """The one error of a store that this tool did not write so."""
     return StoreError(f"{path}: corrupt results store ({detail})")
+
+
+_SQLITE_NOT_CORRUPT = (
+    "SQLITE_BUSY",
+    "SQLITE_LOCKED",
+    "SQLITE_IOERR",
+    "SQLITE_NOMEM",
+    "SQLITE_CANTOPEN",
+    "SQLITE_PERM",
+    "SQLITE_INTERRUPT",
+    "SQLITE_FULL",
+)
+"""SQLite's errors (by the prefix of their name) that say the file could not be read now,
+not that what it holds is wrong."""
+
+
+def _read_error(path: Path, err: sqlite3.Error) -> StoreError:
+    """An SQLite error met while reading a store, as a StoreError naming its file: what
+    the file holds (pages that are no database, a sum past 64 bits of unit rows' bounds)
+    is a corrupt store; a file that cannot be read now (locked, an I/O error) says so."""
+    if getattr(err, "sqlite_errorname", "").startswith(_SQLITE_NOT_CORRUPT):
+        return StoreError(f"{path}: cannot read it ({err})")
+    return corrupt(path, err)
+
+
+_T = TypeVar("_T")
+
+
+def _named(method: Callable[..., _T]) -> Callable[..., _T]:
+    """A reading method of ResultStore whose SQLite errors name the results file: a bare
+    "database disk image is malformed" says nothing of which run folder it is."""
+
+    @functools.wraps(method)
+    def reading(self: ResultStore, *args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as err:
+            raise _read_error(self.path, err) from None
+
+    return reading
 
 
 def package_versions() -> dict[str, str]:
@@ -190,11 +233,13 @@ class ResultStore:
                 raise sqlite3.DatabaseError("no spec stored")
             _check_columns(conn, path)
             missing = _missing_table(conn)
+            # A reader (a report, a league) reads every field of it as its type.
+            agents = agents_problem(dict(conn.execute("SELECT key, value FROM meta")))
         except sqlite3.Error as err:
             raise StoreError(f"{path}: not a results database ({err})") from None
-        if missing is not None:
+        if missing is not None or agents is not None:
             conn.close()
-            raise corrupt(path, f"no {missing} table")
+            raise corrupt(path, f"no {missing} table" if missing is not None else agents)
         return cls(path, conn)
 
     def close(self) -> None:
@@ -211,15 +256,18 @@ class ResultStore:
             self._unlock()  # the database closed first: the next run finds it whole
 
     # ------------------------------------------------------------------ writing
+    @_named
     def done_units(self) -> set[tuple[str, int]]:
         return set(self.conn.execute("SELECT match_id, start FROM units"))
 
+    @_named
     def done_at(self, start: int) -> set[str]:
         """The match ids whose unit starting at market ``start`` is stored (one slice of the
         plan at a time: what a resumed run holds in memory does not grow with its size)."""
         return {r[0] for r in self.conn.execute("SELECT match_id FROM units WHERE start = ?",
                                                 (start,))}  # fmt: skip
 
+    @_named
     def units_stored(self) -> int:
         return self.conn.execute("SELECT count(*) FROM units").fetchone()[0]
 
@@ -293,6 +341,7 @@ class ResultStore:
                     raise StoreError(_changed_code(self.path.parent, old, m))
 
     # ------------------------------------------------------------------ reading
+    @_named
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
@@ -304,6 +353,7 @@ class ResultStore:
             raise StoreError(f"{self.path}: the stored spec cannot be read")
         return spec
 
+    @_named
     def records(self, metrics: Sequence[str] = STORED_METRICS) -> Records:
         """Every market row, sorted by (match_id, market), as columns: the stored ``metrics``
         (all by default; an analysis reads only those it uses, and most of the time of
@@ -322,16 +372,22 @@ class ResultStore:
         return Records(table, match, market, columns)
 
     def _matches(self) -> list[tuple]:
-        """The matches table, in match-id order."""
-        return self.conn.execute(
+        """The matches table, in match-id order; a row whose entries are not those its
+        match id names is a corrupt store (every reader groups markets by them)."""
+        rows = self.conn.execute(
             "SELECT match, match_id, seller, buyer, disclosure, config FROM matches "
             "ORDER BY match_id"
         ).fetchall()
+        problem = _match_problem(rows)
+        if problem is not None:
+            raise corrupt(self.path, problem)
+        return rows
 
     @staticmethod
     def _match_numbers(matches: list[tuple]) -> np.ndarray:
         return int_column([m[0] for m in matches], "matches.match")
 
+    @_named
     def transcript(self, match_id: str, market: int) -> list[dict] | None:
         """The kept transcript of one market (None if none is kept): its turn records, as
         ``TurnRecord.to_dict()`` wrote them; anything else is a corrupt store."""
@@ -351,6 +407,7 @@ class ResultStore:
             raise corrupt(self.path, f"transcript of {match_id} market {market}: {problem}")
         return turns
 
+    @_named
     def market_row(self, match_id: str, market: int) -> dict[str, float] | None:
         """The stored metrics of one market of one match (None if it is not stored)."""
         row = self.conn.execute("SELECT match FROM matches WHERE match_id = ?", (match_id,))
@@ -360,9 +417,11 @@ class ResultStore:
         except CorruptRows as err:
             raise corrupt(self.path, err) from None
 
+    @_named
     def transcript_keys(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT match_id, market FROM transcripts ORDER BY 1, 2"))
 
+    @_named
     def counts(self) -> tuple[int, int]:
         """(market rows, stored units)."""
         return (
@@ -399,6 +458,7 @@ class ResultStore:
             fh.write("\n]}\n")
         return n
 
+    @_named
     def _typed_rows(self) -> Iterator[tuple]:
         """Market rows as exported, in (match_id, market) order: counts (stored as floats)
         as integers, a NaN as None. The stored rows are checked first (what ``records``
@@ -422,6 +482,8 @@ class ResultStore:
                 yield (match_id, market, *entries, *values)
         except CorruptRows as err:
             raise corrupt(self.path, err) from None
+        except sqlite3.Error as err:  # read as the rows are written, past ``_named``
+            raise _read_error(self.path, err) from None
 
 
 COUNT_COLUMNS = frozenset({"trades", "turns_used", "seller_violations", "buyer_violations"})
@@ -536,6 +598,9 @@ def _open_checked(
             raise StoreError(f"{folder}: cannot write spec.json ({_reason(err)})") from None
         if "spec" not in stored:
             _add_run(conn, spec, spec_json, unit_markets)
+    except sqlite3.Error as err:
+        conn.close()
+        raise StoreError(f"{path}: cannot use this results database ({err})") from None
     except BaseException:
         conn.close()
         raise
@@ -594,9 +659,29 @@ def _stored_meta(conn: sqlite3.Connection | None, path: Path) -> dict[str, str]:
     if conn is None:
         return {}
     _check_columns(conn, path)
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+    tables = _tables(conn)
+    if "meta" not in tables:
+        # This tool makes the meta table before any other (``_SCHEMA``), so its other
+        # tables without it are no new store, nor one a run killed as it began: taken as
+        # new, its stored rows would refuse the new run's, after the file was changed.
+        if tables & {"matches", "units", "unit_rows", "transcripts"} or _holds_rows(
+            conn, LEGACY_TABLE, tables
+        ):
+            raise corrupt(path, "no meta table")
         return {}
-    return dict(conn.execute("SELECT key, value FROM meta"))
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    # A new run's matches and spec are stored in one transaction (``_add_run``): matches
+    # without a spec are no run killed as it began either.
+    if "spec" not in meta and _holds_rows(conn, "matches", tables):
+        raise corrupt(path, "no spec in the meta table")
+    problem = agents_problem(meta)
+    if problem is not None:
+        raise corrupt(path, problem)
+    return meta
+
+
+def _holds_rows(conn: sqlite3.Connection, table: str, tables: set[str]) -> bool:
+    return table in tables and conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
 
 
 def _held_spec(path: Path, stored: dict[str, str]) -> TournamentSpec | dict | None:
@@ -653,7 +738,12 @@ def _check_store(conn: sqlite3.Connection, path: Path, spec: TournamentSpec) -> 
     missing = _missing_table(conn)
     if missing is not None:
         raise corrupt(path, f"no {missing} table")
-    matches = conn.execute("SELECT match, match_id FROM matches").fetchall()
+    matches = conn.execute(
+        "SELECT match, match_id, seller, buyer, disclosure, config FROM matches"
+    ).fetchall()
+    problem = _match_problem(matches)
+    if problem is not None:
+        raise corrupt(path, problem)
     ids = {m[1] for m in matches}
     lost = [m.match_id for m in spec.matches() if m.match_id not in ids]
     if lost:
@@ -687,6 +777,23 @@ def _check_store(conn: sqlite3.Connection, path: Path, spec: TournamentSpec) -> 
         )
 
 
+def _match_problem(rows: Sequence[tuple]) -> str | None:
+    """The first row of the matches table (match, match_id, seller, buyer, disclosure,
+    config) whose entries are not the ones its match id spells ("seller|buyer|rule|config",
+    ``TournamentSpec.matches``), in a few words; None if there is none. Units are stored by
+    match id and read back by these columns: a row that disagrees would show its markets
+    under a seller, buyer, rule or config that never played them."""
+    for number, match_id, *entries in rows:
+        spelled = match_id.split("|") if isinstance(match_id, str) else None
+        if spelled != entries:
+            return (
+                f"match {_short(match_id)} (number {number}) is stored as seller "
+                f"{_short(entries[0])}, buyer {_short(entries[1])}, disclosure "
+                f"{_short(entries[2])}, config {_short(entries[3])}"
+            )
+    return None
+
+
 def _other_code(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a module record is other code than the one stored (another file, or the
     same file with other bytes; a module without a file hash is taken as it is)."""
@@ -711,7 +818,8 @@ def _changed_code(folder: Path, old: Mapping[str, Any], new: Mapping[str, Any]) 
 
 def stored_agents(meta: Mapping[str, Any]) -> list[dict]:
     """The modules a run folder recorded (``ResultStore.record_agents``): none for a
-    folder without them; a record that is not one is left out."""
+    folder without them. A store's are checked as it is opened (``agents_problem``); of
+    other metadata, a record that is not one is left out."""
     value = meta.get("agents", "[]")
     try:
         rows = json.loads(value) if isinstance(value, str) else value
@@ -719,11 +827,42 @@ def stored_agents(meta: Mapping[str, Any]) -> list[dict]:
         return []
     if not isinstance(rows, list):
         return []
-    return [
-        r for r in rows
-        if isinstance(r, dict) and isinstance(r.get("module"), str)
-        and isinstance(r.get("entries"), list) and all(isinstance(e, str) for e in r["entries"])
-    ]  # fmt: skip
+    return [r for r in rows if _module_problem(r) is None]
+
+
+def agents_problem(meta: Mapping[str, Any]) -> str | None:
+    """Why the stored ``agents`` is not what ``record_agents`` keeps (a JSON list of
+    ``{"module": str, "entries": [str, ...], "sha256": str or null}``), in a few words;
+    None if it is, or is absent. Every field is read as that type (a report slices the
+    hash, a resume compares the entries), so one of another type is a corrupt store."""
+    if "agents" not in meta:
+        return None
+    value = meta["agents"]
+    try:
+        rows = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        return "the stored agents are not JSON"
+    if not isinstance(rows, list):
+        return f"the stored agents {_short(rows)} are not a list of modules"
+    for k, row in enumerate(rows, 1):
+        problem = _module_problem(row)
+        if problem is not None:
+            return f"stored agents module {k}: {problem}"
+    return None
+
+
+def _module_problem(row: object) -> str | None:
+    """Why one record of the stored ``agents`` is not one (None if it is)."""
+    if not isinstance(row, dict):
+        return f"{_short(row)} is not a module record"
+    if not isinstance(row.get("module"), str):
+        return f"module {_short(row.get('module'))} is not a text"
+    entries = row.get("entries")
+    if not (isinstance(entries, list) and all(isinstance(e, str) for e in entries)):
+        return f"entries {_short(entries)} are not a list of names"
+    if not isinstance(row.get("sha256"), str | None):
+        return f"sha256 {_short(row['sha256'])} is not a text"
+    return None
 
 
 def _add_run(
@@ -894,6 +1033,7 @@ def _short(value: object) -> str:
 __all__ = [
     "ResultStore",
     "StoreError",
+    "agents_problem",
     "check_spec",
     "corrupt",
     "extends",

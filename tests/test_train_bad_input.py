@@ -154,6 +154,24 @@ BAD_RL = [
     pytest.param(dict(family=f"price_scale = [1, {BIG}]"),
                  "family.price_scale: write [low, high] (finite numbers), got [1, an",
                  id="price_scale_big"),
+    # A TOML "false" is a true string: each switch took it as on, and two crashed.
+    *[pytest.param(dict(train={k: '"false"'}), f"train.{k}: expected true or false, got 'false'",
+                   id=f"{k}_text") for k in ("film", "plan_feature", "prior_feature", "pooled",
+                                            "assignment", "within_plan")],
+    pytest.param(dict(train={"pooled": 2}), "train.pooled: expected true or false, got 2",
+                 id="pooled_number"),
+    pytest.param(dict(train={"init": 5}), "train.init: expected a text, got 5", id="init_number"),
+    # Options that would change nothing, said so rather than ignored.
+    pytest.param(dict(train={"imitate": '"greedy_matcher"', "imitation_iterations": 0}),
+                 "train.imitate: needs train.imitation_iterations > 0", id="imitate_no_iterations"),
+    pytest.param(dict(train={"expert_pull": '"pair"'}),
+                 "train.expert_pull = 'pair': needs train.expert_coef > 0", id="pull_no_coef"),
+    pytest.param(dict(train={"imitate": "[1]"}), "train.imitate: expected a text, got [1]",
+                 id="imitate_list"),
+    pytest.param(dict(train={"expert_configs": 5}),
+                 "train.expert_configs: write a list of names, got 5", id="expert_configs_int"),
+    pytest.param(dict(train={"expert_configs": "[1]"}),
+                 "train.expert_configs: write a list of names, got [1]", id="expert_configs_ints"),
 ]  # fmt: skip
 
 
@@ -164,6 +182,24 @@ def test_a_bad_training_config_is_refused_before_anything_is_written(edit, says,
     line = _refused(capsys, "train", "seller", "--config", str(config), "--out", str(out))
     assert line.startswith(f"arena: error: {config}: ") and says in line, line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("rules", "says"),
+    [
+        # No rule to draw: it failed inside numpy after the first checkpoint was written.
+        ("[]", "family.disclosure: needs at least one rule"),
+        ('"hidden"', "family.disclosure: write a list of names"),  # not letter by letter
+    ],
+)
+def test_a_family_without_a_list_of_rules_is_refused(rules, says, tmp_path, capsys):
+    config = _config(tmp_path)
+    text = config.read_text()
+    assert 'disclosure = ["hidden", "mandatory"]' in text
+    config.write_text(text.replace('disclosure = ["hidden", "mandatory"]', f"disclosure = {rules}"))
+    out = tmp_path / "out"
+    line = _refused(capsys, "train", "seller", "--config", str(config), "--out", str(out))
+    assert says in line and not out.exists()
 
 
 def test_every_shipped_training_config_still_loads():

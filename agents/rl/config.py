@@ -169,6 +169,8 @@ class ConfigFamily:
     def __post_init__(self) -> None:
         if not self.configs:
             raise ValueError("family: needs at least one base config")
+        if not self.disclosure:  # each batch draws one
+            raise ValueError("family.disclosure: needs at least one rule")
         for rule in self.disclosure:
             if rule not in DISCLOSURE_RULES:
                 raise ValueError(f"family.disclosure: unknown rule {rule!r}")
@@ -455,6 +457,16 @@ class TrainConfig:
     """The file it was read from (relative paths resolve against its folder)."""
 
     def __post_init__(self) -> None:
+        # Switches and texts as their types, before anything reads them: a TOML string
+        # "false" is true, and a number where a path belongs fails deep inside training.
+        for f in fields(self):
+            x = getattr(self, f.name)
+            if f.type in ("bool", "bool | None") and not (
+                isinstance(x, bool) or (x is None and f.type == "bool | None")
+            ):
+                raise ValueError(f"train.{f.name}: expected true or false, got {shown(x)}")
+            if f.type == "str" and not isinstance(x, str):
+                raise ValueError(f"train.{f.name}: expected a text, got {shown(x)}")
         if self.side not in SIDES:
             raise ValueError(f"train.side: expected seller or buyer, got {self.side!r}")
         if not is_entry_name(self.name):
@@ -526,21 +538,23 @@ class TrainConfig:
             raise ValueError("no [family]: the learner needs markets")
         self._check_memory()
         self._check_opponents()
-        for name in ("assignment", "within_plan"):
-            flag = getattr(self, name)
-            if flag is not None and not isinstance(flag, bool):
-                raise ValueError(f"train.{name}: expected true or false, got {flag!r}")
         self._check_side_options()
         if self.imitation_iterations and not self.imitate:
             raise ValueError(
                 "train.imitation_iterations: needs train.imitate (a seller to imitate)"
             )
+        if self.imitate and not self.imitation_iterations:  # else no warm start, no word
+            raise ValueError("train.imitate: needs train.imitation_iterations > 0")
         if self.expert_pull not in ("move", "pair", "scarce"):
             raise ValueError(
                 f"train.expert_pull: expected 'move', 'pair' or 'scarce', got {self.expert_pull!r}"
             )
         if self.expert_spare and self.expert_pull != "scarce":
             raise ValueError("train.expert_spare: needs train.expert_pull = 'scarce'")
+        if self.expert_pull != "move" and not self.expert_coef:
+            raise ValueError(
+                f"train.expert_pull = {self.expert_pull!r}: needs train.expert_coef > 0"
+            )
         names = [name for name, _ in self.family.configs]
         self._check_expert_rows("expert_configs", names, "is not in family.configs")
         playing = [o.name for o in self.opponents]
@@ -619,6 +633,8 @@ class TrainConfig:
         given = getattr(self, field)
         if isinstance(given, str):
             raise ValueError(f"train.{field}: write a list of names, as [{given!r}]")
+        if not isinstance(given, list | tuple) or not all(isinstance(x, str) for x in given):
+            raise ValueError(f"train.{field}: write a list of names, got {shown(given)}")
         object.__setattr__(self, field, tuple(str(x) for x in given))
         unknown = [x for x in getattr(self, field) if x not in allowed]
         if unknown:
@@ -861,6 +877,13 @@ def _pair(value, where: str, usage: str = "[low, high]") -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
+def _names(value, where: str) -> tuple[str, ...]:
+    """A TOML list of texts as a tuple (a lone text is not read letter by letter)."""
+    if not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+        raise ValueError(f'{where}: write a list of names, as ["hidden"], got {shown(value)}')
+    return tuple(value)
+
+
 def _is_number(x) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
@@ -922,7 +945,7 @@ def _from_dict(data: dict, path: str, overrides: dict[str, Any]) -> TrainConfig:
     share = fam.get("agent_share")
     family = ConfigFamily(
         configs=tuple((n, configs[n]) for n in names),
-        disclosure=tuple(fam.get("disclosure", ["hidden"])),
+        disclosure=_names(fam.get("disclosure", ["hidden"]), "family.disclosure"),
         agent_share=None if share is None else _pair(share, "family.agent_share"),
         jitter=jitter,
         price_scale=_pair(fam.get("price_scale", [1.0, 1.0]), "family.price_scale"),

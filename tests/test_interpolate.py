@@ -85,3 +85,33 @@ def test_what_does_not_interpolate_is_one_error_line(tmp_path, capsys, argv, nee
     err = capsys.readouterr().err
     assert err.startswith("python -m agents.rl.interpolate: error: ") and err.count("\n") == 1, err
     assert needle in err and not out.exists()
+
+
+def test_a_name_no_reader_accepts_or_a_folder_with_files_is_refused_before_writing(
+    tmp_path, capsys
+):
+    """--name "bad name" wrote a checkpoint that every reader then refused; --out the
+    fine-tuned checkpoint itself wrote over it."""
+    out = tmp_path / "mix"
+    argv = [str(FINE), str(START), "--weight", "0.5"]
+    assert main([*argv, "--name", "bad name", "--out", str(out)]) == 2
+    assert "--name: expected a plain name" in capsys.readouterr().err and not out.exists()
+    held = tmp_path / "held"
+    held.mkdir()
+    (held / "notes.txt").write_text("mine")
+    assert main([*argv, "--name", "mix", "--out", str(held)]) == 2
+    assert "holds files already" in capsys.readouterr().err
+    assert [p.name for p in held.iterdir()] == ["notes.txt"]
+
+
+def test_a_training_block_that_is_no_table_is_read_as_an_empty_one(tmp_path, capsys):
+    import shutil
+
+    fine = tmp_path / "fine"
+    shutil.copytree(FINE, fine)
+    config = json.loads((fine / "config.json").read_text())
+    config["training"] = 5
+    (fine / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "mix"
+    assert main([str(fine), str(START), "--weight", "0.5", "--name", "mix", "--out", str(out)]) == 0
+    assert set(read_checkpoint(out).meta()["training"]) == {"interpolation"}

@@ -14,7 +14,8 @@ well on markets neither trained on; averaging the weights keeps some of both
 
 The new checkpoint's ``config.json`` records both parents (paths, names and weights
 hashes) and ``W`` under ``training.interpolation``, beside the fine-tuned one's training
-config: the file says how it was made, and the command makes it again bit for bit.
+config: the file says how it was made, and the command makes the same weights again,
+bit for bit (only the time it was made differs).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from agents.base import is_entry_name
 from agents.command import run_guarded
 from agents.rl.checkpoint import CheckpointError, build, read_checkpoint, save
 
@@ -34,6 +36,14 @@ def interpolate(fine_tuned: str, start: str, weight: float, name: str, out: str)
     under the entry name ``name``; CheckpointError when the two do not fit together."""
     if not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
         raise CheckpointError(f"--weight: expected a number in [0, 1], got {weight}")
+    if not is_entry_name(name):  # else it writes a checkpoint no reader accepts
+        raise CheckpointError(
+            f"--name: expected a plain name (no blanks, none of | # / \\ , : =, not starting "
+            f"with a dot), got {name!r}"
+        )
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise CheckpointError(f"--out {out}: holds files already; choose an empty or new folder")
     data_a, data_b = read_checkpoint(fine_tuned), read_checkpoint(start)
     meta_a, meta_b = data_a.meta(), data_b.meta()
     for key in ("class", "net"):
@@ -50,7 +60,8 @@ def interpolate(fine_tuned: str, start: str, weight: float, name: str, out: str)
             for k, v in policy.net.state_dict().items()
         }
         policy.net.load_state_dict(state, strict=True)
-    training = dict(meta_a.get("training", {}))
+    training = meta_a.get("training")
+    training = dict(training) if isinstance(training, dict) else {}  # as a reader takes it
     training["interpolation"] = {
         "weight": weight,
         "fine_tuned": {

@@ -338,6 +338,9 @@ def test_a_stored_spec_that_is_no_spec_is_refused_by_resume_and_compare(
 ):
     run = corrupted(base, tmp_path, "UPDATE meta SET value = ? WHERE key = 'spec'", params=(text,))
     refused(capsys, base, run, tmp_path, ["resume"], "the stored spec is not a tournament spec")
+    # The readers too: a report read such a spec as "-" and went on.
+    readers = ["report", "html", "export", "export-json", "show"]
+    refused(capsys, base, run, tmp_path, readers, "is not a tournament spec")
     before = state(run)
     db = str(run / "results.sqlite")  # the line names the corrupt store's file
     for argv, label in ((["compare", str(base), str(run)], db),

@@ -229,7 +229,8 @@ class ResultStore:
         try:
             # Read-only: a report never changes a run folder, nor a file that is no run.
             conn = _open_read_only(path)
-            if conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone() is None:
+            spec = conn.execute("SELECT value FROM meta WHERE key = 'spec'").fetchone()
+            if spec is None:
                 raise sqlite3.DatabaseError("no spec stored")
             _check_columns(conn, path)
             missing = _missing_table(conn)
@@ -237,9 +238,14 @@ class ResultStore:
             agents = agents_problem(dict(conn.execute("SELECT key, value FROM meta")))
         except sqlite3.Error as err:
             raise StoreError(f"{path}: not a results database ({err})") from None
-        if missing is not None or agents is not None:
+        problem = (
+            f"no {missing} table"
+            if missing is not None
+            else agents or _spec_problem(spec[0])  # a report read such a spec as "-"
+        )
+        if problem is not None:
             conn.close()
-            raise corrupt(path, f"no {missing} table" if missing is not None else agents)
+            raise corrupt(path, problem)
         return cls(path, conn)
 
     def close(self) -> None:
@@ -678,6 +684,18 @@ def _stored_meta(conn: sqlite3.Connection | None, path: Path) -> dict[str, str]:
     if problem is not None:
         raise corrupt(path, problem)
     return meta
+
+
+def _spec_problem(value: object) -> str | None:
+    """Why a stored spec is no spec a run writes (a JSON object with its ``tournament``
+    table), in a few words; None if it is one."""
+    try:
+        spec = json.loads(value) if isinstance(value, str) else None
+    except (json.JSONDecodeError, RecursionError):
+        spec = None
+    if not (isinstance(spec, dict) and isinstance(spec.get("tournament"), dict)):
+        return f"the stored spec {_short(value)} is not a tournament spec"
+    return None
 
 
 def _holds_rows(conn: sqlite3.Connection, table: str, tables: set[str]) -> bool:

@@ -9,7 +9,10 @@ market's own luck, as the disclosure effect does within one run.
 Pairing: rows are paired on the coordinates named in ``by`` (any of seller, buyer,
 disclosure, config; all four by default) and the market index. Coordinates left out are
 ignored, so each run may have only one match per remaining key (a pairing that would be
-ambiguous is an error). ``rename`` maps coordinate values of run A to run B's names
+ambiguous is an error). Two configs a pairing makes meet must be one market structure,
+whatever their names: with ``config`` left out, matches of differently built configs would
+otherwise be paired market by market (``paired_configs``, ``check_shared_markets``).
+``rename`` maps coordinate values of run A to run B's names
 (``rl_seller=league_s3``, ``hidden=mandatory``), for what changed name between the runs;
 a name that is no coordinate value of run A is refused rather than ignored, since a typo
 there would quietly leave the match it meant unpaired.

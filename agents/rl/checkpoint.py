@@ -92,6 +92,13 @@ _EXPONENTS = {
     "F8_E5M2": ("u1", 0x7C),
     "F8_E4M3": ("u1", 0x7F),  # no infinities; NaN is every other bit set
 }
+# safetensors' names of the dtypes a network's tensors may have.
+_DTYPE_NAMES = {
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+}
 
 
 class CheckpointError(ValueError):
@@ -388,16 +395,19 @@ def _check_params(where: str, cls: str, params: dict) -> None:
 
 
 def _check_weights(data: CheckpointData, meta: dict[str, Any]) -> None:
-    """The tensors of ``model.safetensors``: readable, finite, and of the names and shapes
-    of the network the config describes (built on the meta device: no memory, no values)."""
+    """The tensors of ``model.safetensors``: readable, finite, and of the names, shapes
+    and dtypes of the network the config describes (built on the meta device: no memory,
+    no values). The dtype too: loading casts to the network's, so an F64 value finite
+    in the file may be infinite in float32, and integers would pass the finite check."""
     where = f"{data.source}/{WEIGHTS}"
     try:
         tensors = deserialize(data.weights)
     except (SafetensorError, ValueError, TypeError) as err:
         raise CheckpointError(f"{where}: not a safetensors file ({_first_line(err)})") from None
-    shapes = {}
+    shapes, dtypes = {}, {}
     for name, info in tensors:
         shapes[name] = tuple(info["shape"])
+        dtypes[name] = info["dtype"]
         if info["dtype"] in _EXPONENTS:
             view, bits = _EXPONENTS[info["dtype"]]
             raw = np.frombuffer(info["data"], dtype=view)
@@ -405,7 +415,8 @@ def _check_weights(data: CheckpointData, meta: dict[str, Any]) -> None:
                 raise CheckpointError(f"{where}: tensor {name!r} holds NaN or infinite values")
     with torch.device("meta"):
         net = _policy(data, meta["policy"]).net
-    want = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    state = net.state_dict()
+    want = {k: tuple(v.shape) for k, v in state.items()}
     if shapes != want:
         missing = sorted(set(want) - set(shapes))
         extra = sorted(set(shapes) - set(want))
@@ -415,6 +426,13 @@ def _check_weights(data: CheckpointData, meta: dict[str, Any]) -> None:
             key = next(k for k in sorted(want) if want[k] != shapes[k])
             detail = f"{key}: {list(shapes[key])} in the file, {list(want[key])} in the network"
         raise CheckpointError(f"{where}: weights do not fit ({detail})")
+    for key in sorted(want):
+        dtype = _DTYPE_NAMES.get(state[key].dtype, str(state[key].dtype))
+        if dtypes[key] != dtype:
+            raise CheckpointError(
+                f"{where}: weights do not fit ({key}: {dtypes[key]} in the file, {dtype} "
+                "in the network)"
+            )
 
 
 def _first_line(err: BaseException) -> str:
@@ -464,7 +482,9 @@ def build(
         raise CheckpointError(
             f"{data.source}/{WEIGHTS}: weights do not fit ({_first_line(err)})"
         ) from None
-    for name, tensor in state.items():
+    # The network's own tensors, as loading cast them: a value finite in the file's
+    # dtype may not be in the network's.
+    for name, tensor in net.state_dict().items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise CheckpointError(
                 f"{data.source}/{WEIGHTS}: tensor {name!r} holds NaN or infinite values"

@@ -100,6 +100,69 @@ def test_a_buyer_rollout_against_a_seller_that_asks_nobody_reads_its_markets():
         assert torch.equal(v, before[k]), k
 
 
+@pytest.mark.parametrize("poison", ["ret", "lr"])
+def test_a_non_finite_warm_start_loss_stops_before_anything_is_written(
+    tmp_path, monkeypatch, poison
+):
+    """The warm start checks its loss as PPO does: a NaN value target (or a step size
+    that blows the weights up) stops the run before any weights are saved, and the
+    folder is left for a new run, not holding NaN weights it can neither resume nor
+    reuse."""
+    import agents.rl.ppo as ppo
+
+    if poison == "ret":
+        real = ppo.imitation_rollout
+
+        def poisoned(*args, **kwargs):
+            data = real(*args, **kwargs)
+            data["ret"][0] = math.nan
+            return data
+
+        monkeypatch.setattr(ppo, "imitation_rollout", poisoned)
+        cfg = _tiny(imitate="greedy_matcher", imitation_iterations=1, iterations=1)
+    else:
+        cfg = _tiny(imitate="greedy_matcher", imitation_iterations=1, imitation_lr=1e30)
+    run = tmp_path / "run"
+    with pytest.raises(TrainError, match=r"the warm start loss is (nan|inf): stopped"):
+        train(cfg, run, progress=False)
+    assert not (run / "model.safetensors").exists() and not (run / STATE_JSON).exists()
+    monkeypatch.undo()
+    good = _tiny(imitate="greedy_matcher", imitation_iterations=1, iterations=1)
+    assert _finite(train(good, run, progress=False))
+
+
+# ---------------------------------------------------------------------- train.init
+NO_GATE = r"has no market gate \(film\), train.film = true"
+GATE = r"has a market gate \(film\), train.film = false"
+
+
+@pytest.mark.parametrize(
+    ("side", "saved", "asked", "words"),
+    [
+        ("seller", {"hidden": 16}, {"hidden": 8}, "is a network 16 wide, train.hidden = 8"),
+        ("seller", {"hidden": 8}, {"hidden": 8, "film": True}, NO_GATE),
+        ("seller", {"hidden": 8, "film": True}, {"hidden": 8}, GATE),
+        ("buyer", {"hidden": 16}, {"hidden": 8}, "is a network 16 wide, train.hidden = 8"),
+    ],
+)
+def test_a_start_whose_network_is_not_the_configs_is_refused(tmp_path, side, saved, asked, words):
+    """``train.init`` trains the checkpoint's network: a config asking for another width
+    or gate was ignored, while the run's training record (and its memory check) said
+    otherwise."""
+    from agents.rl.policies import RLBuyer
+
+    init = tmp_path / "init"
+    checkpoint.save(init, (RLSeller if side == "seller" else RLBuyer)(**saved), name="init")
+    cfg = _tiny(side, init=str(init), iterations=1, **asked)
+    with pytest.raises(TrainError, match=words) as err:
+        train(cfg, tmp_path / "run", progress=False)
+    assert "\n" not in str(err.value) and not (tmp_path / "run").exists()
+    same = _tiny(side, init=str(init), iterations=1, **saved)  # the checkpoint's own: trains
+    assert checkpoint.load(train(same, tmp_path / "ok", progress=False)).net.cfg == (
+        checkpoint.load(init).net.cfg
+    )
+
+
 # ---------------------------------------------------------------------- the pulls
 def test_the_expert_pull_skips_rows_whose_choice_leaves_the_experts_pair_out():
     logits = torch.tensor([[0.0, 1.0, 2.0], [0.5, 0.0, -math.inf]])

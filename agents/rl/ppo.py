@@ -522,6 +522,7 @@ def imitate(policy: RLSeller, cfg: TrainConfig, progress: bool) -> Iterator[dict
                 )
                 v_loss = 0.5 * ((value - data["ret"][idx]) ** 2).mean()
                 loss = ce + cfg.vf_coef * v_loss
+                _check_finite(loss, "warm start")
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(policy.net.parameters(), cfg.max_grad_norm)
@@ -872,6 +873,26 @@ def start_policy(cfg: TrainConfig):
         return _fresh_policy(cfg)
 
 
+def _check_start_network(cfg: TrainConfig, policy) -> None:
+    """A run from ``train.init`` trains the checkpoint's network: a config asking for
+    another width or gate would be recorded in the run's checkpoint (and its memory
+    sized) for a network it does not train. Checked where a run starts, not in
+    ``start_policy``, which also builds a checkpoint's policy with a config's play
+    options where no network is trained (a league checking its learners' starts)."""
+    net = policy.net.cfg
+    if net.hidden != cfg.hidden:
+        raise TrainError(
+            f"train.init: {cfg.init} is a network {net.hidden} wide, train.hidden = "
+            f"{cfg.hidden} asks for another width (set it to {net.hidden})"
+        )
+    if cfg.side == "seller" and net.film != cfg.film:
+        has = "has a" if net.film else "has no"
+        raise TrainError(
+            f"train.init: {cfg.init} {has} market gate (film), train.film = "
+            f"{str(cfg.film).lower()} asks for the other kind of network"
+        )
+
+
 def _fresh_policy(cfg: TrainConfig):
     if cfg.side == "seller":
         return RLSeller(
@@ -946,21 +967,113 @@ def _read_state(out: Path) -> dict:
     )
     if not ok:
         raise TrainError(f"{path}: cannot resume (not a trainer state: iteration, param_groups)")
+    # bool is an int to Python: ``true`` would resume as iteration 1.
+    if isinstance(meta["iteration"], bool) or meta["iteration"] < 0:
+        raise TrainError(
+            f"{path}: cannot resume (iteration {json.dumps(meta['iteration'])} is not a "
+            "count of iterations)"
+        )
+    teachers = meta.get("teachers", {})
+    if not isinstance(teachers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in teachers.items()
+    ):
+        raise TrainError(
+            f"{path}: cannot resume (teachers: not a table of config names to weight hashes)"
+        )
     return meta
+
+
+# Adam's state of one parameter, as the trainer's optimizer keeps it (amsgrad adds one).
+_ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
 
 
 def _load_state(out: Path, optimizer: torch.optim.Optimizer) -> dict:
+    """The trainer state of the run in ``out``, its optimizer state loaded into
+    ``optimizer`` (built from the config, as a fresh run builds it). The optimizer's
+    settings stay the config's: the file gives only what a resumed run cannot rebuild
+    (Adam's step counts and moments, each checked against its parameter), and groups
+    that disagree with the config's are refused, never taken (a ``maximize`` or a
+    ``weight_decay`` there would change the run without a word)."""
     meta = _read_state(out)
+    fresh = optimizer.state_dict()
+    _check_groups(out / STATE_JSON, meta["param_groups"], fresh["param_groups"])
+    where = out / STATE_TENSORS
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    names = _ADAM_STATE + (("max_exp_avg_sq",) if optimizer.defaults.get("amsgrad") else ())
     try:
-        tensors = load_file(str(out / STATE_TENSORS))
-        state: dict[int, dict] = {}
-        for key, value in tensors.items():
-            pid, name = key.split(".", 1)
-            state.setdefault(int(pid), {})[name] = value
-        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    except (OSError, ValueError, KeyError, SafetensorError) as err:
-        raise TrainError(f"{out / STATE_TENSORS}: cannot resume ({err})") from None
+        tensors = load_file(str(where))
+    except (OSError, ValueError, SafetensorError) as err:
+        raise TrainError(f"{where}: cannot resume ({err})") from None
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        pid, _, name = key.partition(".")
+        if not (pid.isascii() and pid.isdigit() and str(int(pid)) == pid) or name not in names:
+            raise TrainError(f"{where}: cannot resume (tensor {key!r}: not an optimizer state)")
+        if int(pid) >= len(params):
+            raise TrainError(
+                f"{where}: cannot resume (tensor {key!r}: the network has {len(params)} parameters)"
+            )
+        state.setdefault(int(pid), {})[name] = value
+    for pid, st in sorted(state.items()):
+        problem = _state_problem(st, params[pid], names)
+        if problem:
+            raise TrainError(f"{where}: cannot resume (parameter {pid}: {problem})")
+    try:
+        optimizer.load_state_dict({"state": state, "param_groups": fresh["param_groups"]})
+    except (TypeError, ValueError, KeyError, RuntimeError) as err:
+        raise TrainError(f"{where}: cannot resume ({err})") from None
     return meta
+
+
+def _check_groups(path: Path, saved: list, fresh: list[dict]) -> None:
+    """The saved optimizer groups against the config's (``fresh``): the same parameters
+    and settings, or a ``TrainError`` naming the file. ``lr`` is left out (the schedule
+    sets it every iteration), and so are settings only one torch version knows."""
+    want = json.loads(json.dumps(fresh))  # as the file writes them: tuples as lists
+    if len(saved) != len(want) or not all(isinstance(g, dict) for g in saved):
+        raise TrainError(
+            f"{path}: cannot resume (param_groups: not the {len(want)} group(s) of the "
+            "trainer's optimizer)"
+        )
+    for got, group in zip(saved, want, strict=True):
+        if got.get("params") != group["params"]:
+            raise TrainError(
+                f"{path}: cannot resume (param_groups: params are not the network's "
+                f"{len(group['params'])} parameters in order)"
+            )
+        for key in sorted((set(got) & set(group)) - {"lr", "params"}):
+            if got[key] != group[key]:
+                raise TrainError(
+                    f"{path}: cannot resume (param_groups: {key} = {json.dumps(got[key])}, "
+                    f"the config's optimizer has {json.dumps(group[key])})"
+                )
+
+
+def _state_problem(st: dict[str, torch.Tensor], param: torch.Tensor, names) -> str | None:
+    """What is wrong with one parameter's saved Adam state (None if nothing): checked
+    here, as one line naming the file, not at the first ``optimizer.step``."""
+    missing = [n for n in names if n not in st]
+    if missing:
+        return f"no {missing[0]}"
+    step = st["step"]
+    if step.shape != () or step.dtype not in (torch.float32, torch.float64):
+        return f"step is {_described(step)}, not a count"
+    count = float(step)
+    if not (math.isfinite(count) and count >= 1 and count == int(count)):
+        return f"step {count} is not a count of steps"
+    for name in names[1:]:
+        value = st[name]
+        if value.shape != param.shape or value.dtype != param.dtype:
+            return f"{name} is {_described(value)}, its parameter {_described(param)}"
+        if not bool(torch.isfinite(value).all()):
+            return f"{name} holds NaN or infinite values"
+        if name != "exp_avg" and bool((value < 0).any()):
+            return f"{name} holds negative values"
+    return None
+
+
+def _described(t: torch.Tensor) -> str:
+    return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)}"
 
 
 def train(
@@ -1021,6 +1134,8 @@ def _train(
         policy = _resumed_policy(cfg, out)
     else:
         policy = start_policy(cfg)
+        if cfg.init:
+            _check_start_network(cfg, policy)
         out.mkdir(parents=True, exist_ok=True)
     policy.net.to(device)
     optimizer = torch.optim.Adam(policy.net.parameters(), lr=cfg.lr, eps=1e-5)

@@ -53,7 +53,7 @@ def run(tmp_path_factory):
 def _data(page: Path) -> dict:
     text = page.read_text()
     block = re.search(r'<script type="application/json" id="arena-data">(.*?)</script>', text, re.S)
-    return json.loads(block.group(1).replace("<\\/", "</"))
+    return json.loads(block.group(1))
 
 
 def test_the_page_is_self_contained_and_reproducible(run):
@@ -217,6 +217,21 @@ def _html(text: str) -> str:
     import html
 
     return html.escape(text, quote=False)
+
+
+def test_text_that_looks_like_markup_stays_data_in_the_page(tmp_path):
+    """A "<!--" anywhere in the data (an agent's SAY, a config name) was written as
+    "<\\!--", no JSON escape: the page's JSON.parse failed and nothing was set up."""
+    from tournaments.html_report import page
+
+    hostile = '<!-- x --> </script><script>undefinedCall()</script> "q" ü 日本'
+    text = page("hostile", '<div id="viewer"></div>', {"viewer": None, "note": hostile})
+    assert "<!-- x" not in text and "</script><script>undefinedCall" not in text
+    marked = tmp_path / "hostile.html"
+    marked.write_text(text)
+    assert _data(marked)["note"] == hostile
+    proc = _chromium("--dump-dom", _url(marked))
+    assert 'data-ready="1"' in proc.stdout and not _console_errors(proc.stderr)
 
 
 def test_the_browser_check_catches_a_script_error(tmp_path):

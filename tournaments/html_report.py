@@ -51,9 +51,11 @@ def _finite(x: Any) -> Any:
 
 
 def _json_block(data: dict) -> str:
-    """JSON that is safe inside a <script> element (no ``</`` can end it early)."""
+    """JSON that is safe inside a <script> element: every ``<`` written as ``\\u003c``, so
+    no ``</script`` ends it early and no ``<!--`` changes how it is parsed, and the text
+    stays JSON (``<\\!--`` is no JSON escape: the page's JSON.parse failed on it)."""
     text = json.dumps(_finite(data), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return text.replace("<", "\\u003c")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], table_id: str = "") -> str:

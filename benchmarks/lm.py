@@ -60,7 +60,8 @@ def time_generation(
     ids = encode_prompts(tokenizer, prompts, prompt_tokens, heads)
     n = len(ids)
     keys = SamplingKeys(0, np.arange(n, dtype=np.uint64), np.zeros(n, np.int64), np.zeros(n))
-    generate(model, tokenizer, ids[:batch], keys.take(np.arange(batch)), max_new_tokens=4)
+    warm = min(batch, n)  # fewer messages than a batch: warm up on those there are
+    generate(model, tokenizer, ids[:warm], keys.take(np.arange(warm)), max_new_tokens=4)
     t0 = time.perf_counter()
     out = []
     for start in range(0, n, batch):

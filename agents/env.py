@@ -109,6 +109,7 @@ def check_kinds(
     markets: MarketConfig | Sequence[MarketConfig],
     label: str,
     where: str,
+    drawn: str = "the family can draw",
 ) -> None:
     """Refuse a population split by kind (``human=H,agent=A``) that would play one member
     only: its members play the buyers of the kinds each market draws (``agent_share``),
@@ -117,7 +118,8 @@ def check_kinds(
     the markets a family can draw (those with the most agent and the most human buyers,
     ``agents.rl.config.ConfigFamily.kind_ends``), refused only if none of them has a
     buyer of that kind. ``label`` names the population in the message, ``where`` where
-    agent_share is set. A population by share, or one entry, always passes."""
+    agent_share is set, ``drawn`` which markets a list of configs stands for. A
+    population by share, or one entry, always passes."""
     if not isinstance(buyer, Population) or buyer.shares is not None:
         return
     one = markets if isinstance(markets, MarketConfig) else None
@@ -127,7 +129,7 @@ def check_kinds(
             f"no buyer of this market is an agent (agent_share = {one.agent_share:g} of "
             f"{plural(one.buyers, 'buyer')})"
             if one is not None
-            else "no market the family can draw has an agent buyer (agent_share at most "
+            else f"no market {drawn} has an agent buyer (agent_share at most "
             f"{max(c.agent_share for c in configs):g})"
         )
         raise ValueError(
@@ -138,7 +140,7 @@ def check_kinds(
         what = (
             f"every buyer of this market is an agent (agent_share = {one.agent_share:g})"
             if one is not None
-            else "every buyer of every market the family can draw is an agent "
+            else f"every buyer of every market {drawn} is an agent "
             f"(agent_share at least {min(c.agent_share for c in configs):g})"
         )
         raise ValueError(

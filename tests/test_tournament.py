@@ -407,6 +407,20 @@ def test_rules_change_nothing_for_human_only_buyers_even_with_stochastic_sellers
         ({"tournament": {"transcripts": 1000}}, "at most 100"),
         ({"markets": {"a|b": {}}}, "contain no '|'"),
         ({"markets": {"a": {"disclosure": "mandatory"}}}, "set disclosure rules in tournament"),
+        # An inline population in the buyers list failed a run later, as an unknown entry.
+        (
+            {"tournament": {"buyers": ["truthful:0.5,haggler:0.5"]}},
+            "'truthful:0.5,haggler:0.5' is a population; name it in",
+        ),
+        # A population by kind whose agent member no config lets play played its human
+        # member alone, under its own name, without a word.
+        (
+            {
+                "tournament": {"buyers": ["mix"]},
+                "populations": {"mix": "human=noisy_human,agent=strategic"},
+            },
+            "tournament.buyers 'mix' splits buyers by kind, but no market of the spec's configs",
+        ),
     ],
 )
 def test_spec_validation_gaps_are_closed(change, needle):
@@ -418,6 +432,18 @@ def test_spec_validation_gaps_are_closed(change, needle):
         data["populations"] = change["populations"]
     with pytest.raises(SpecError, match=needle.replace("|", r"\|").replace("(", r"\(")):
         spec_from_dict(data)
+
+
+def test_a_population_of_one_entry_plays_that_entry():
+    """It named the population itself as the entry to check: "unknown entry 'mix'"."""
+    data = {**SMALL, "tournament": {**SMALL["tournament"], "buyers": ["mix"]}}
+    spec = spec_from_dict({**data, "populations": {"mix": " strategic+disclosed "}})
+    assert spec.buyer_spec("mix").strip() == "strategic+disclosed"
+    # Beside a config with agents, a share-0 config is fine (the disclosure study's).
+    shares = {"a": {"agent_share": 0.0}, "b": {"agent_share": 0.5}}
+    spec = spec_from_dict({**data, "markets": shares,
+                           "populations": {"mix": "human=noisy_human,agent=strategic"}})  # fmt: skip
+    assert [name for name, _ in spec.configs] == ["a", "b"]
 
 
 def test_an_int_and_a_float_config_value_are_one_spec(tmp_path):

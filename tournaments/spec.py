@@ -159,6 +159,7 @@ class TournamentSpec:
     def check_entries(self) -> None:
         """Every seller, buyer entry and population names something the registry builds."""
         from agents import registry
+        from agents.env import check_kinds
 
         self.register_checkpoints()
         pops = dict(self.populations)
@@ -172,11 +173,28 @@ class TournamentSpec:
         played = [("sellers", name, name) for name in self.sellers]
         for name in self.sellers:
             _entry(lambda n=name: registry.get(n, "seller"))
+        configs = [cfg for _, cfg in self.configs]
         for name in self.buyers:
             mix = pops.get(name, name)
+            if name not in pops and registry.is_population(name):
+                raise SpecError(
+                    f"tournament.buyers: {name!r} is a population; name it in [populations] "
+                    f'(mixed = "{name}") and list that name'
+                )
             buyers = _entry(lambda m=mix: registry.make_buyers(m))
-            members = buyers.names if registry.is_population(mix) else [name]
+            members = buyers.names if registry.is_population(mix) else [mix.strip()]
             played += [("buyers", name, member) for member in members]
+            # A population by kind whose one member no config lets play (the disclosure
+            # study's share-0 and share-1 configs are fine beside others).
+            _entry(
+                lambda b=buyers, n=name: check_kinds(
+                    b,
+                    configs,
+                    f"tournament.buyers {n!r}",
+                    "a [configs.NAME] table",
+                    drawn="of the spec's configs",
+                )
+            )
         self._check_market_sizes(played)
 
     def _check_market_sizes(self, played: list[tuple[str, str, str]]) -> None:

@@ -375,3 +375,23 @@ def test_reference_and_engine_observations_agree_for_one_market(cfg):
             assert int(r["key"][0]) == inst.key
         for t, (r, e) in enumerate(zip(ref_buyers, eng_buyers, strict=True)):
             assert_same_obs(r, e, f"buyer obs, market {index}, prompt {t}")
+
+
+def test_a_policy_cannot_write_into_the_market_through_its_observation():
+    """The observations held the engine's own arrays: a seller that raised its stock in
+    its view sold a product of one unit twice, with no violation counted."""
+    from arena.generator import generate_batch
+
+    engine = BatchedMarket(generate_batch(MarketConfig(buyers=3, products=2), 0, 4))
+    obs = engine.seller_observation()
+    for name, value in vars(obs).items():
+        if isinstance(value, np.ndarray):
+            with pytest.raises(ValueError, match="read-only"):
+                value[...] = value  # any write at all
+            assert not value.flags.writeable, name
+    assert engine.stock.flags.writeable  # the market's own arrays stay its own
+    engine.offer(np.zeros(4, int), np.zeros(4, int), np.full(4, 50.0))
+    buyer = engine.buyer_observation()
+    with pytest.raises(ValueError, match="read-only"):
+        buyer.stock[...] = 99
+    assert engine.stock.max() <= 2

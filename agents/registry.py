@@ -109,7 +109,7 @@ class Entry:
             raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
         defaults = _factory_params(self.factory)
         for key, value in params.items():
-            _check_param(self.name, key, value, defaults.get(key))
+            _check_param(self.name, key, value, defaults.get(key), _annotation(self.factory, key))
 
 
 def _factory_params(factory: Callable[..., Any], defaults_only: bool = True) -> dict[str, Any]:
@@ -131,20 +131,92 @@ def _factory_params(factory: Callable[..., Any], defaults_only: bool = True) -> 
     return out
 
 
-def _check_param(entry: str, key: str, value: Any, default: Any) -> None:
-    """A parameter of the type of its default (a number where the default is a number,
-    true or false where it is a flag, a string where it is a string), so that a value
-    of the wrong type is an error naming the entry, not a failure deep in its play.
-    Every number, alone or in a list, is finite, as in a checkpoint's parameters."""
-    if isinstance(default, bool | np.bool_):
-        ok, what = isinstance(value, bool | np.bool_), "true or false"
-    elif isinstance(default, numbers.Real):
-        ok = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-        what = "a number"
-    elif isinstance(default, str):
-        ok, what = isinstance(value, str), "a string"
+def _required_params(factory: Callable[..., Any]) -> list[str]:
+    """The parameters a factory takes that have no default (a dataclass field with neither
+    a default nor a default factory, or a signature's parameter without one)."""
+    if dataclasses.is_dataclass(factory):
+        missing = dataclasses.MISSING
+        return [
+            f.name
+            for f in dataclasses.fields(factory)
+            if f.init and f.default is missing and f.default_factory is missing
+        ]
+    skip = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [
+        p.name
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind not in skip and p.default is p.empty
+    ]
+
+
+def _annotation(factory: Callable[..., Any], key: str) -> str:
+    """The annotation of a factory's parameter as text ("" without one): a string under
+    ``from __future__ import annotations``, a type otherwise."""
+    if dataclasses.is_dataclass(factory):
+        hint = next((f.type for f in dataclasses.fields(factory) if f.name == key), "")
     else:
-        ok, what = True, ""
+        try:
+            p = inspect.signature(factory).parameters.get(key)
+        except (TypeError, ValueError):
+            return ""
+        hint = "" if p is None or p.annotation is p.empty else p.annotation
+    return hint if isinstance(hint, str) else getattr(hint, "__name__", str(hint))
+
+
+SEED_LIMIT = 2**63  # seeds are drawn below it (``keyed_seed``) and hashed as int64 (arena.noise)
+
+
+def _is_integer(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool | np.bool_)
+
+
+def _scalar_kind(default: Any, annotation: str = "") -> tuple[Callable[[Any], bool], str] | None:
+    """How a value of the type of ``default`` is recognised and named in a message; None
+    where the default gives no type (None, an object). An integer default takes integers
+    only (a fraction would be truncated or break an index), unless the parameter is
+    annotated ``float`` (``x: float = 0``)."""
+    if isinstance(default, bool | np.bool_):
+        return (lambda x: isinstance(x, bool | np.bool_)), "true or false"
+    if _is_integer(default) and "float" not in annotation:
+        return _is_integer, "an integer"
+    if isinstance(default, numbers.Real):
+        return (
+            lambda x: isinstance(x, numbers.Real) and not isinstance(x, bool | np.bool_)
+        ), "a number"
+    if isinstance(default, str):
+        return (lambda x: isinstance(x, str)), "a string"
+    return None
+
+
+_PLURAL = {
+    "true or false": "flags (true or false)",
+    "an integer": "integers",
+    "a number": "numbers",
+    "a string": "strings",
+}
+
+
+def _check_param(entry: str, key: str, value: Any, default: Any, annotation: str = "") -> None:
+    """A parameter of the type of its default (a number where the default is a number, an
+    integer where it is an integer, true or false where it is a flag, a string where it is
+    a string, a list of such where it is a list or tuple of them), so that a value of the
+    wrong type is an error naming the entry, not a failure deep in its play (or a string
+    ``"19"`` played as the levels 1 and 9). Every number, alone or in a list, is finite, as
+    in a checkpoint's parameters; a seed is an integer in [0, 2**63)."""
+    if isinstance(default, list | tuple):
+        # The elements' type where the default's elements share one (integers and other
+        # numbers share "a number"); any elements where the default is empty or mixed.
+        names = {k[1] if k else None for k in (_scalar_kind(x, annotation) for x in default)}
+        if names == {"an integer", "a number"}:
+            names = {"a number"}
+        kind = _scalar_kind(default[0], annotation) if len(names) == 1 else None
+        if kind and names == {"a number"}:
+            kind = _scalar_kind(0.0)
+        ok = isinstance(value, list | tuple) and (kind is None or all(kind[0](x) for x in value))
+        what = "a list" + (f" of {_PLURAL[kind[1]]}" if kind else "")
+    else:
+        kind = _scalar_kind(default, annotation)
+        ok, what = (True, "") if kind is None else (kind[0](value), kind[1])
     if not ok:
         raise ValueError(f"{entry}: parameter {key} must be {what}, got {shown(value)}")
     for x in value if isinstance(value, list | tuple) else [value]:
@@ -152,6 +224,10 @@ def _check_param(entry: str, key: str, value: Any, default: Any) -> None:
             x = x.item()
         if isinstance(x, numbers.Real) and not isinstance(x, bool) and finite_float(x) is None:
             raise ValueError(f"{entry}: parameter {key} must be finite, got {shown(value)}")
+    if key == "seed" and _is_integer(value) and not 0 <= value < SEED_LIMIT:
+        raise ValueError(
+            f"{entry}: parameter seed must be an integer in [0, 2**63), got {shown(value)}"
+        )
 
 
 def policy_seed(root: int, name: str) -> int:
@@ -173,6 +249,17 @@ class Disclosing(BuyerPolicy):
     def __post_init__(self) -> None:
         self.kind = self.inner.kind
 
+    # What the market and the checks read off a policy is the inner policy's: a wrapper
+    # that kept BuyerPolicy's defaults would have a text-reading agent play without its
+    # dialogue, or be held to bit-identical batches that its inner policy never promised.
+    @property
+    def reads_text(self) -> bool:
+        return bool(getattr(self.inner, "reads_text", False))
+
+    @property
+    def batch_invariance(self) -> str:
+        return getattr(self.inner, "batch_invariance", "exact")
+
     def reset(self, batch_size: int) -> None:
         self.inner.reset(batch_size)
 
@@ -191,14 +278,30 @@ _ENTRIES: dict[str, Entry] = {}
 
 def register(entry: Entry) -> None:
     """Add ``entry`` (and, for an agent buyer, its ``+disclosed`` twin) to the registry.
-    A ValueError naming the entry if it is not one that can play (``check_entry``) or its
-    name is taken."""
+    A ValueError naming the entry if it is not one that can play (``check_entry``), its
+    name ends in ``+disclosed`` (the twins' suffix), or its name or its twin's is taken."""
     check_entry(entry)
+    # The registry gives every agent buyer a NAME+disclosed twin: an entry registered under
+    # such a name would be replaced by one, or read as one (its dice, a study's pairs).
+    # NAME+learned stays open: one's own stand-in for a learned choice is registered so.
+    if entry.name.endswith(DISCLOSED_SUFFIX):
+        raise ValueError(
+            f"entry name {entry.name!r}: a name must not end in {DISCLOSED_SUFFIX!r}, which "
+            "the registry gives an agent buyer's twin that discloses; choose another name"
+        )
     if entry.name in _ENTRIES:
         raise ValueError(f"entry {entry.name!r} is registered twice")
-    _ENTRIES[entry.name] = entry
+    twin = None
     if entry.side == "buyer" and entry.kind == AGENT and not entry.disclosed:
         twin = _disclosed_twin(entry)
+        # Checked before either is added: the twin must not replace another entry.
+        if twin.name in _ENTRIES:
+            raise ValueError(
+                f"entry {entry.name!r}: its disclosed twin's name {twin.name!r} is taken by "
+                "another entry; choose another name"
+            )
+    _ENTRIES[entry.name] = entry
+    if twin is not None:
         _ENTRIES[twin.name] = twin
 
 
@@ -208,8 +311,9 @@ def check_entry(entry: Entry) -> None:
     side and kind of the policy class it builds where that shows without calling it (a
     class or a ``functools.partial`` of one: its side and kind; a function: the side of
     the class its return annotation names), and the entry's parameters
-    (``Entry.check_params``: known, of their defaults' types, finite). ``Entry.build``
-    checks the built policy's side and kind, whatever the factory."""
+    (``Entry.check_params``: known, of their defaults' types, finite; every one without
+    a default but the seed given). ``Entry.build`` checks the built policy's side and
+    kind, whatever the factory."""
     name = entry.name
     if not is_entry_name(name):
         raise ValueError(
@@ -241,6 +345,14 @@ def check_entry(entry: Entry) -> None:
         if problem:
             raise ValueError(problem)
     entry.check_params(entry.params)
+    # A parameter without a default must be in the entry's params, or building the entry
+    # fails in every match; the seed is the one that build gives.
+    missing = [p for p in _required_params(entry.factory) if p != "seed" and p not in entry.params]
+    if missing:
+        raise ValueError(
+            f"entry {name!r}: the factory's parameter(s) {', '.join(missing)} have no "
+            "default; give a value in the entry's params"
+        )
 
 
 def _returned_class(factory: Callable[..., Any]) -> type | None:
@@ -403,6 +515,15 @@ def register_checkpoint(data) -> Entry:
             "config.json)"
         )
     variants = _checkpoint_variants(data, f"{data.source}#{identity}")
+    # Checked before any is added: a variant must not replace another entry (one's own
+    # NAME+learned).
+    taken = [e.name for e in variants.values() if e.name in _ENTRIES]
+    if taken:
+        raise ValueError(
+            f"checkpoint {data.source} is named {name!r}, and its variant(s) "
+            f"{', '.join(map(repr, taken))} are names another entry already uses; rename it "
+            "(the name in its config.json)"
+        )
     for entry in variants.values():
         _ENTRIES[entry.name] = entry
     return variants[""]

@@ -441,8 +441,8 @@ def test_a_population_of_one_entry_plays_that_entry():
     assert spec.buyer_spec("mix").strip() == "strategic+disclosed"
     # Beside a config with agents, a share-0 config is fine (the disclosure study's).
     shares = {"a": {"agent_share": 0.0}, "b": {"agent_share": 0.5}}
-    spec = spec_from_dict({**data, "markets": shares,
-                           "populations": {"mix": "human=noisy_human,agent=strategic"}})  # fmt: skip
+    kinds = {"mix": "human=noisy_human,agent=strategic"}
+    spec = spec_from_dict({**data, "markets": shares, "populations": kinds})
     assert [name for name, _ in spec.configs] == ["a", "b"]
 
 

@@ -177,7 +177,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         for e in registry.entries(args.side)
     ]
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps(json_safe(_plain(rows)), default=str))
         return 0
     table = [
         [
@@ -197,6 +197,21 @@ def cmd_agents(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _plain(x):
+    """``x`` with NumPy scalars and arrays as Python numbers and lists: an entry's
+    parameters may hold them (``np.int64(7)``), which ``json.dumps`` cannot write. Any
+    other object a parameter holds is written as its text (``default=str``)."""
+    import numpy as np  # here: the commands that need no policy start without it
+
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic | np.ndarray):
+        return _plain(x.tolist())
+    return x
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

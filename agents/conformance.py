@@ -12,16 +12,26 @@ random opponent and checks:
   (a language model: matrix kernels round differently for different shapes) states in
   its ``batch_invariance`` attribute what holds instead; the check compares the same
   outcomes and its report quotes that statement for that entry (``invariance_note``);
+* a buyer's decisions before the market (``kinds``, ``disclose``): the seller the check
+  plays ignores disclosure, so they are compared themselves: the same for a repeat call
+  with the same inputs, for a fresh policy, for a batch and its markets alone, and after
+  a reset;
+* reuse after ``reset``: an instance that has played a batch plays another after its
+  ``reset`` as a fresh one does (``arena eval`` plays its chunks on one instance);
+* no writes into the observation: the policy is shown read-only arrays, and an
+  exception in its own methods is a problem naming the method;
 * per-row restarts: in an environment that restarts each row as its market ends
   (``agents.env``), every market played after a restart plays exactly as it does
   alone with a fresh policy (a stateful policy must forget restarted rows).
 
 ``check_seller`` / ``check_buyer`` return a list of problems (empty: conforms),
-so a caller can print all of them at once.
+so a caller can print all of them at once; an exception in one play is one problem,
+naming the config and the play, and the check goes on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -96,21 +106,85 @@ class RandomBuyer(BuyerPolicy):
         return BuyerAction(decision, product, np.round(price, 2).clip(lo, hi))
 
 
+class _PolicyRaised(Exception):
+    """An exception raised in one of the policy's own methods (not in the engine)."""
+
+    def __init__(self, method: str, err: Exception) -> None:
+        super().__init__(method)
+        self.method, self.err = method, err
+
+
+def _read_only_view(obs):
+    """``obs`` with its arrays as read-only views. The policy must not write into what it
+    is shown (the arrays may be the engine's state); the engine hands some arrays out as
+    copies, so the check makes every one read-only: a write raises where it is made, the
+    same whichever arrays the engine copies."""
+    changes = {}
+    for f in dataclasses.fields(obs):
+        x = getattr(obs, f.name)
+        if isinstance(x, np.ndarray) and x.flags.writeable:
+            view = x.view()
+            view.flags.writeable = False
+            changes[f.name] = view
+    return dataclasses.replace(obs, **changes) if changes else obs
+
+
 @dataclass
 class _Checked:
-    """Wraps a policy and records malformed action arrays."""
+    """Wraps a policy: records malformed action arrays and what a buyer decided before
+    its markets started (``kinds``, ``disclose``), and marks an exception raised in the
+    policy's own methods as the policy's."""
 
     inner: SellerPolicy | BuyerPolicy
     problems: list[str] = field(default_factory=list)
+    # The first kinds/disclose call of a play: (arguments, result). play_batch decides
+    # once per play, so this is the play's decision.
+    kinds_call: tuple | None = None
+    disclose_call: tuple | None = None
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    def _call(self, method: str, *args):
+        try:
+            return getattr(self.inner, method)(*args)
+        except Exception as err:  # noqa: BLE001 - reported as the policy's, with its name
+            raise _PolicyRaised(f"{type(self.inner).__name__}.{method}", err) from err
+
     def reset(self, batch_size: int) -> None:
-        self.inner.reset(batch_size)
+        self._call("reset", batch_size)
+
+    def kinds(self, is_agent, key):
+        out = self._call("kinds", is_agent, key)
+        if self.kinds_call is None:
+            self.kinds_call = ((is_agent, key), out)
+            self._shape("kinds", out, np.shape(is_agent))
+        return out
+
+    def disclose(self, is_agent, key, market=None):
+        out = self._call("disclose", is_agent, key, market)
+        if self.disclose_call is None:
+            self.disclose_call = ((is_agent, key, market), out)
+            self._shape("disclose", out, np.shape(is_agent))
+        return out
+
+    def decided(self) -> dict[str, np.ndarray]:
+        """What the buyer decided before the play, compared as the outcomes are: the
+        seller the check plays ignores disclosure, so a disclose decision would not show
+        in the outcome."""
+        out = {}
+        for name in ("kinds", "disclose"):
+            call = getattr(self, f"{name}_call")
+            if call is not None:
+                out[name] = np.asarray(call[1])
+        return out
+
+    def _shape(self, name: str, out, shape: tuple) -> None:
+        if np.shape(out) != shape:
+            self.problems.append(f"{name} has shape {np.shape(out)}, expected {shape}")
 
     def act(self, obs):
-        action = self.inner.act(obs)
+        action = self._call("act", _read_only_view(obs))
         b = obs.batch_size
         if isinstance(obs, SellerObs):
             names, rows = ("to", "product", "price"), ~obs.done
@@ -141,7 +215,30 @@ def _outcome(engine: BatchedMarket) -> dict[str, np.ndarray]:
 
 
 def _same(a: dict, b: dict) -> list[str]:
-    return [k for k in a if not np.array_equal(a[k], b[k], equal_nan=True)]
+    # A key one side lacks (a decision made in one play only) is a difference too.
+    return [k for k in a if k not in b or not np.array_equal(a[k], b[k], equal_nan=True)]
+
+
+def _raised(err: Exception) -> str:
+    """One line for an exception: its type, message and the line of one's own code it
+    came from; a write into a read-only observation array says so."""
+    method = ""
+    if isinstance(err, _PolicyRaised):
+        method, err = err.method, err.err
+    where = where_raised(err)
+    line = f"raised {type(err).__name__}: {err}{where}"
+    if method and not where:  # the line of code is in this project: name the method
+        line += f" in {method}"
+    if method.endswith(".act") and isinstance(err, ValueError) and "read-only" in str(err):
+        line += f"; {method} writes into its observation, whose arrays are read-only"
+    return line
+
+
+# The second batch an instance plays after a reset (as ``arena eval`` plays its chunks
+# on one instance): markets of their own, a smaller batch than the first (a last
+# chunk), and few, as the check's cost is mostly in its plays.
+def _reuse_size(markets: int) -> int:
+    return max(1, markets // 4)
 
 
 def _check(
@@ -151,48 +248,108 @@ def _check(
     seed: int,
     strict: bool,
     configs: tuple[MarketConfig, ...] = CONFIGS,
+    tally: dict[str, int] | None = None,
 ) -> list[str]:
     problems: list[str] = []
     for c, cfg in enumerate(configs):
-        batch = generate_batch(cfg, seed + c, markets)
-        policy = _Checked(factory(seed))
+        problems += [
+            f"config {c}: {p}"
+            for p in _check_config(side, factory, cfg, seed, seed + c, markets, strict, tally)
+        ]
+    return problems
 
-        def pair(p):
-            return (p, RandomBuyer()) if side == "seller" else (RandomSeller(), p)
 
-        try:
-            engine = play_batch(batch, *pair(policy))
-        except Exception as err:  # noqa: BLE001 - the check reports, it does not crash
-            where = where_raised(err)
-            engine, raised = None, f"config {c}: raised {type(err).__name__}: {err}{where}"
+def _check_config(
+    side: str,
+    factory: Callable[[int], SellerPolicy | BuyerPolicy],
+    cfg: MarketConfig,
+    seed: int,
+    market_seed: int,
+    markets: int,
+    strict: bool,
+    tally: dict[str, int] | None,
+) -> list[str]:
+    """The problems on one config, the config not named: policies built with ``seed``,
+    markets drawn with ``market_seed``."""
+    problems: list[str] = []
+    batch = generate_batch(cfg, market_seed, markets)
+    policy = _Checked(factory(seed))
+    checked = [policy]  # every wrapper of the config: malformed arrays in any play count
+
+    def new(p: SellerPolicy | BuyerPolicy) -> _Checked:
+        checked.append(_Checked(p))
+        return checked[-1]
+
+    def play(b, p: _Checked) -> tuple[BatchedMarket, dict[str, np.ndarray]]:
+        pair = (p, RandomBuyer()) if side == "seller" else (RandomSeller(), p)
+        p.kinds_call = p.disclose_call = None
+        engine = play_batch(b, *pair)
+        return engine, {**_outcome(engine), **p.decided()}
+
+    try:
+        engine, first = play(batch, policy)
+    except Exception as err:  # noqa: BLE001 - the check reports, it does not crash
         # The malformed arrays seen before a raise say what the policy got wrong.
-        problems += [f"config {c}: {p}" for p in dict.fromkeys(policy.problems)]
-        if engine is None:
-            problems.append(raised)
-            continue
-        own = engine.seller_violations if side == "seller" else engine.buyer_violations
-        if strict and own.sum():
-            problems.append(f"config {c}: {int(own.sum())} violations by the {side}")
-        first = _outcome(engine)
-        again = _outcome(play_batch(batch, *pair(factory(seed))))
+        return [*dict.fromkeys(policy.problems), _raised(err)]
+    problems += dict.fromkeys(policy.problems)
+    own = engine.seller_violations if side == "seller" else engine.buyer_violations
+    if tally is not None:
+        tally["violations"] = tally.get("violations", 0) + int(own.sum())
+    if strict and own.sum():
+        problems.append(f"{int(own.sum())} violations by the {side}")
+    note = invariance_note(policy)
+    quoted = f"; checked for this entry: {note}" if note else ""
+    # Each later play is labelled, so that an exception in it says which play raised;
+    # what was found before it is kept.
+    stage = ""
+    try:
+        # A buyer's decisions before the market (which buyers are agents, which disclose)
+        # are held to what its actions are: the same for the same inputs, below the same
+        # for a fresh policy, for a batch and its markets alone, and after a reset.
+        for name, call in (("kinds", policy.kinds_call), ("disclose", policy.disclose_call)):
+            if call is not None:
+                stage = f"calling {name} again"
+                args, out = call
+                repeat = np.asarray(policy._call(name, *args))
+                if np.shape(repeat) != np.shape(out) or not np.array_equal(repeat, out):
+                    problems.append(f"{name} differs for a repeat call with the same inputs")
+        stage = "playing again with a fresh policy"
+        _, again = play(batch, new(factory(seed)))
         if diff := _same(first, again):
-            problems.append(f"config {c}: not deterministic for one seed ({', '.join(diff)})")
+            problems.append(f"not deterministic for one seed ({', '.join(diff)})")
+        stage = "playing its markets one at a time"
         alone = [
-            _outcome(play_batch(generate_batch(cfg, seed + c, [k]), *pair(factory(seed))))
+            play(generate_batch(cfg, market_seed, [k]), new(factory(seed)))[1]
             for k in range(markets)
         ]
-        stacked = {k: np.concatenate([a[k] for a in alone]) for k in first}
+        stacked = {k: np.concatenate([a[k] for a in alone]) for k in alone[0]}
         if diff := _same(first, stacked):
             problems.append(
-                f"config {c}: batch of {markets} differs from one at a time ({', '.join(diff)})"
-                + (f"; checked for this entry: {note}" if (note := invariance_note(policy)) else "")
+                f"batch of {markets} differs from one at a time ({', '.join(diff)}){quoted}"
             )
-        try:
-            problems += [f"config {c}: {p}" for p in _restarts(side, factory, cfg, seed + c)]
-        except Exception as err:  # noqa: BLE001
+        # ``arena eval`` plays its chunks on one instance, resetting it between them: a
+        # policy must play a batch after a reset as a fresh one does.
+        stage = "playing a second batch after a reset"
+        size = _reuse_size(markets)
+        second = generate_batch(cfg, market_seed, np.arange(markets, markets + size))
+        _, reused = play(second, policy)
+        _, fresh = play(second, new(factory(seed)))
+        if diff := _same(fresh, reused):
             problems.append(
-                f"config {c}: raised {type(err).__name__} under restarts: {err}{where_raised(err)}"
+                f"a batch of {size} after a reset plays differently from a fresh policy's "
+                f"({', '.join(diff)}): after reset a policy must play as a fresh one{quoted}"
             )
+        raised = []
+    except Exception as err:  # noqa: BLE001
+        raised = [f"{_raised(err)} ({stage})"]
+    # Arrays malformed only in a later play (a batch of one, say) are problems too, listed
+    # before the exception they may have led to.
+    problems += dict.fromkeys(p for w in checked for p in w.problems if p not in problems)
+    problems += raised
+    try:
+        problems += _restarts(side, factory, cfg, market_seed)
+    except Exception as err:  # noqa: BLE001
+        problems.append(f"{_raised(err)} (under restarts)")
     return problems
 
 
@@ -271,10 +428,13 @@ def check_seller(
     seed: int = 0,
     strict: bool = True,
     configs: tuple[MarketConfig, ...] = CONFIGS,
+    tally: dict[str, int] | None = None,
 ) -> list[str]:
     """Problems of a seller policy (``factory(seed)`` builds one); empty when it conforms.
-    ``configs``: the markets it plays (a policy made for one market size checks on that)."""
-    return _check("seller", factory, markets, seed, strict, configs)
+    ``configs``: the markets it plays (a policy made for one market size checks on that).
+    ``tally`` (a dict) receives ``violations``: the rule violations seen in the policy's
+    first play of each config, counted whether or not ``strict`` makes them problems."""
+    return _check("seller", factory, markets, seed, strict, configs, tally)
 
 
 def check_buyer(
@@ -283,6 +443,8 @@ def check_buyer(
     seed: int = 0,
     strict: bool = True,
     configs: tuple[MarketConfig, ...] = CONFIGS,
+    tally: dict[str, int] | None = None,
 ) -> list[str]:
-    """Problems of a buyer policy (``factory(seed)`` builds one); empty when it conforms."""
-    return _check("buyer", factory, markets, seed, strict, configs)
+    """Problems of a buyer policy (``factory(seed)`` builds one); empty when it conforms.
+    ``configs``, ``tally``: as ``check_seller``'s."""
+    return _check("buyer", factory, markets, seed, strict, configs, tally)

@@ -10,10 +10,13 @@ A file is imported as ``python FILE.py`` would import it, with its folder on ``s
 ``Class(seed=SEED)`` when its constructor takes a seed, else ``Class()``. The check
 (``agents.conformance``) plays it against a random opponent on three configs (or on the
 ``--market`` file's config, for a policy made for one market size) and prints every
-problem: malformed action arrays, rule violations, a different game for the same seed,
-a batch that plays differently from its markets one at a time, a market played
-differently after a per-row restart. Exit code 0 when it conforms, 1 when it does not,
-2 when the class cannot be found.
+problem: malformed action arrays, rule violations, a different game (or, for a buyer, a
+different ``kinds``/``disclose`` decision) for the same seed, a batch that plays
+differently from its markets one at a time, a batch played differently after a
+``reset`` than by a fresh instance, a write into the observation, an exception, a
+market played differently after a per-row restart. ``--lenient`` does not count rule
+violations as problems (the report says how many there were). Exit code 0 when it
+conforms, 1 when it does not, 2 when the class cannot be found.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ def _check_memory(configs: list[tuple[str, MarketConfig]], markets: int) -> None
 
 def cmd_check(args: argparse.Namespace) -> int:
     from agents.base import BuyerPolicy, SellerPolicy
+    from agents.command import where_raised
     from agents.conformance import CONFIGS, check_buyer, check_seller
     from arena.config import load_market_file
 
@@ -126,6 +130,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
         problems = [f"cannot build it: {type(err).__name__}: {err}{hint}"]
     else:
+        tally: dict[str, int] = {}
         try:
             problems = check(
                 factory,
@@ -133,15 +138,32 @@ def cmd_check(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 strict=not args.lenient,
                 configs=configs,
+                tally=tally,
             )
-        except Exception as err:  # noqa: BLE001
-            problems = [f"raised {type(err).__name__}: {err}"]
+        except Exception as err:  # noqa: BLE001 - the check reports its plays' own; a backstop
+            problems = [f"raised {type(err).__name__}: {err}{where_raised(err)}"]
     where = f"{len(configs)} config{'s' if len(configs) > 1 else ''}"
     if not problems:
-        print(
-            f"{cls.__name__} ({side}) conforms on {where}: well-formed actions, no rule "
-            "violations, the same game for the same seed, batch invariance, per-row restarts."
+        checked = (
+            "the same game for the same seed, batch invariance, the same play after a "
+            "reset, per-row restarts"
         )
+        if side == "buyer":  # compared themselves: the check's seller ignores disclosure
+            checked += ", the same kinds and disclose decisions throughout"
+        if args.lenient:
+            # Not "no rule violations": --lenient did not count them, and a policy whose
+            # every message breaks the rules passes; say so, and how many there were.
+            seen = tally.get("violations", 0)
+            print(
+                f"{cls.__name__} ({side}) conforms on {where} leniently: action arrays of "
+                f"the right shapes and types, {checked}. Rule violations were not counted "
+                f"(--lenient): {seen:,} in its first play of each config."
+            )
+        else:
+            print(
+                f"{cls.__name__} ({side}) conforms on {where}: well-formed actions, no rule "
+                f"violations, {checked}."
+            )
         return 0
     count = f"{len(problems)} problem" + ("s" if len(problems) > 1 else "")
     print(f"{cls.__name__} ({side}) does not conform ({count} on {where}):")

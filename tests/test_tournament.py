@@ -111,7 +111,8 @@ buyers = 4
     ("text", "needle"),
     [
         (GOOD.replace('"posted_price"', '"nobody"'), "unknown seller entry 'nobody'"),
-        (GOOD.replace('"truthful"', '"truthful:0.5,ghost:0.5"'), "unknown buyer entry 'ghost'"),
+        # A population is named in [populations] (an unnamed one failed the run later).
+        (GOOD.replace('"truthful"', '"truthful:0.5,ghost:0.5"'), "is a population; name it in"),
         (GOOD.replace("buyers = 4", "buyers = 0"), "configs.m: buyers"),
         (GOOD.replace("buyers = 4", "colour = 4"), "unknown market field(s) colour"),
         (GOOD.replace('sellers = ["posted_price"]', "sellers = []"), "tournament.sellers is empty"),

@@ -200,6 +200,30 @@ def test_the_page_runs_in_a_browser_and_the_viewer_shows_the_chosen_turns(run):
     assert proc.returncode == 0 and shot.stat().st_size > 10_000
 
 
+def test_the_address_follows_the_tab_shown_and_bad_link_parameters_are_ignored(run, tmp_path):
+    """The address said tab=viewer while the tables were shown, so a reload opened the
+    viewer; a sort column the table lacks stopped the whole script, and turn=abc showed
+    "turn NaN"."""
+    text = (run / "report.html").read_text()
+    marked = tmp_path / "report.html"  # the page, with the address it ends at written out
+    tail = "<script>document.body.dataset.url = location.search;</script></body>"
+    marked.write_text(text.replace("</body>", tail))
+
+    def address(dom: str) -> str:
+        return re.search(r'data-url="([^"]*)"', dom).group(1).replace("&amp;", "&")
+
+    proc = _chromium("--dump-dom", _url(marked))
+    assert 'data-ready="1"' in proc.stdout and not _console_errors(proc.stderr)
+    assert "tab=tables" in address(proc.stdout) and "tab=viewer" not in address(proc.stdout)
+    proc = _chromium("--dump-dom", _url(marked, tab="viewer"))
+    assert "tab=viewer" in address(proc.stdout)
+    proc = _chromium("--dump-dom", _url(marked, sort="table-ratings:9", turn="abc", tab="viewer"))
+    assert 'data-ready="1"' in proc.stdout and not _console_errors(proc.stderr)
+    errors = re.search(r'<pre id="errors"[^>]*>(.*?)</pre>', proc.stdout, re.S)
+    assert errors.group(1).strip() == ""
+    assert re.search(r'id="viewer-position">turn 0 of \d+<', proc.stdout)
+
+
 def test_the_play_page_runs_in_a_browser(tmp_path):
     page = tmp_path / "play.html"
     assert (

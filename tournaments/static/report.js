@@ -84,7 +84,11 @@
     if (want) {
       var parts = want.split(":");
       var tbl = document.getElementById(parts[0]);
-      if (tbl && tbl.tHead) sortTable(tbl, Number(parts[1] || 0), parts[2] === "desc");
+      var col = parseInt(parts[1] || "0", 10);
+      // A link's column may be one the table lacks (an edited or an old link): ignored.
+      if (tbl && tbl.tHead && col >= 0 && col < tbl.tHead.rows[0].cells.length) {
+        sortTable(tbl, col, parts[2] === "desc");
+      }
     }
   }
 
@@ -96,6 +100,13 @@
       var pane = document.getElementById("tab-" + b.dataset.tab);
       if (pane) pane.classList.toggle("hidden", !on);
     });
+    setParam("tab", name);  // a reload or a shared link opens the tab shown
+  }
+  function setParam(key, value) {
+    if (!(window.history && window.history.replaceState)) return;
+    var q = new URLSearchParams(window.location.search);
+    q.set(key, value);
+    try { window.history.replaceState(null, "", "?" + q.toString()); } catch (e) { /* file:// in some browsers */ }
   }
   function initTabs() {
     var buttons = document.querySelectorAll("[data-tab]");
@@ -244,7 +255,6 @@
     if (window.history && window.history.replaceState) {
       var q = new URLSearchParams(window.location.search);
       q.set("match", state.match); q.set("market", String(state.market)); q.set("turn", String(state.turn));
-      if (document.querySelector("[data-tab]")) q.set("tab", "viewer");
       try { window.history.replaceState(null, "", "?" + q.toString()); } catch (e) { /* file:// in some browsers */ }
     }
   }
@@ -278,7 +288,8 @@
     state.match = params.get("match") || (first ? first.id : null);
     if (!V.matches.some(function (x) { return x.id === state.match; })) state.match = first ? first.id : null;
     state.market = params.has("market") ? Number(params.get("market")) : null;
-    state.turn = params.has("turn") ? Number(params.get("turn")) : 0;
+    state.turn = params.has("turn") ? parseInt(params.get("turn"), 10) : 0;
+    if (!isFinite(state.turn)) state.turn = 0;  // "?turn=abc": the first turn, not NaN
     var matchSel = el("select", {id: "viewer-match", "aria-label": "match"});
     var filter = el("input", {id: "viewer-filter", type: "search", placeholder: "filter matches", "aria-label": "filter matches"});
     var marketSel = el("select", {id: "viewer-market", "aria-label": "market"});
@@ -321,12 +332,13 @@
     render();
   }
 
-  try {
-    initSortable();
-    initTabs();
-    initViewer();
-  } catch (e) {
-    report("error: " + (e && e.stack ? e.stack : e));
-  }
+  // Each part on its own: one that fails (a bad link parameter, say) leaves the others.
+  [initSortable, initTabs, initViewer].forEach(function (init) {
+    try {
+      init();
+    } catch (e) {
+      report("error: " + (e && e.stack ? e.stack : e));
+    }
+  });
   document.body.dataset.ready = "1";
 })();

@@ -278,6 +278,10 @@ def test_read_only_folders(capsys, tmp_path):
     assert out.stderr.startswith(f"arena: warning: {run_dir}: could not write report.md")
     assert "read-only file system" in out.stderr or "permission denied" in out.stderr
     assert not (run_dir / "report.md").exists()
+    # With --html the warning names the page it did not write either.
+    out = _read_only(run_dir, ["report", str(run_dir), "--quiet", "--html"])
+    assert out.returncode == 0 and "report.md, its plots and report.html" in out.stderr
+    assert not (run_dir / "report.html").exists()
     # Resuming into it, or a new run under it: one line saying the folder is read-only.
     out = _read_only(run_dir, ["tournament", spec, "--out", str(run_dir), "--no-ray"])
     assert out.returncode == 2 and f"{run_dir} is read-only" in one_error_line(out.stderr)

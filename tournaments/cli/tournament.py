@@ -155,8 +155,9 @@ def _report(folder: str, full: bool, quiet: bool = False, html: bool = False) ->
         import sys
 
         reason = (unwritten.strerror or str(unwritten)).lower()
+        files = "report.md, its plots and report.html" if html else "report.md and its plots"
         print(
-            f"arena: warning: {folder}: could not write report.md and its plots ({reason}); "
+            f"arena: warning: {folder}: could not write {files} ({reason}); "
             "the tables above are complete",
             file=sys.stderr,
         )

@@ -154,8 +154,7 @@ def merge_actions(batch_size: int, parts: list[tuple[np.ndarray, Any]], cls: typ
     if len(parts) == 1 and parts[0][0].size == batch_size:
         return parts[0][1]
     names = [f.name for f in dataclasses.fields(cls) if f.name not in ("malformed", "texts")]
-    first = parts[0][1]
-    out = {n: np.zeros(batch_size, np.asarray(getattr(first, n)).dtype) for n in names}
+    out = {n: np.zeros(batch_size, _common_dtype([getattr(a, n) for _, a in parts])) for n in names}
     malformed = np.zeros(batch_size, bool)
     texts: list[str | None] | None = None  # None in rows whose policy wrote no text
     for rows, action in parts:
@@ -168,6 +167,16 @@ def merge_actions(batch_size: int, parts: list[tuple[np.ndarray, Any]], cls: typ
             for r, t in zip(rows.tolist(), action.texts, strict=True):
                 texts[r] = t
     return cls(**out, malformed=malformed if malformed.any() else None, texts=texts)
+
+
+def _common_dtype(arrays: list) -> np.dtype:
+    """The dtype that holds every part's entries: the first part's alone would cut the
+    float prices of the others to a policy's whole-number ones (object where none does:
+    the engine reads such an array entry by entry)."""
+    try:
+        return np.result_type(*(np.asarray(a) for a in arrays))
+    except TypeError:
+        return np.dtype(object)
 
 
 class _MarketEnv:

@@ -385,3 +385,18 @@ def test_a_weighted_opponent_left_no_rows_is_an_error_not_a_missing_opponent():
     with pytest.raises(ValueError, match="rows leave"):
         SellerEnv(CFG, [Truthful(), Truthful()], 1)
     assert [g.size for g in split_rows(10, [0.9, 0.1])] == [9, 1]
+
+
+def test_merged_actions_keep_every_parts_prices():
+    """The merged arrays took the first part's dtype: a policy that bid whole numbers cut
+    the others' bids of 40.75 to 40."""
+    from agents.env import merge_actions
+
+    whole = BuyerAction(np.array([2]), np.array([0]), np.array([40]))
+    cents = BuyerAction(np.array([2, 2]), np.array([1, 0]), np.array([40.75, 12.5]))
+    merged = merge_actions(3, [(np.array([0]), whole), (np.array([1, 2]), cents)], BuyerAction)
+    np.testing.assert_array_equal(merged.price, [40.0, 40.75, 12.5])
+    assert merged.decision.dtype.kind == "i" and merged.product.tolist() == [0, 1, 0]
+    texts = BuyerAction(np.array([2]), np.array([0]), np.array(["x"], dtype=object))
+    merged = merge_actions(3, [(np.array([0]), texts), (np.array([1, 2]), cents)], BuyerAction)
+    assert merged.price.tolist() == ["x", 40.75, 12.5]  # the engine reads it entry by entry

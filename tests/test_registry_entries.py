@@ -24,7 +24,8 @@ from agents.rl.policies import RLBuyer
 from agents.scripted.buyers import StrategicAgent, Truthful
 from agents.scripted.sellers import GreedyMatcher, PostedPrice, PricingBandit, RandomTarget
 from arena.observation import REJECT
-from tournaments.cli import main, own_agents
+from tests.test_user_agents import refused, run
+from tournaments.cli import own_agents
 
 
 @pytest.fixture(autouse=True)
@@ -37,23 +38,6 @@ def isolated(monkeypatch):
     yield
     for name in [n for n in sys.modules if n.startswith("re_")]:
         del sys.modules[name]
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exit_:  # argparse
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def refused(capsys, *argv) -> str:
-    """The one error line of a refused command."""
-    code, _, err = run(capsys, *argv)
-    assert code == 2, err
-    assert err.startswith("arena: error: ") and err.count("\n") == 1, err
-    return err
 
 
 def refuses(entry: Entry, message: str) -> None:

@@ -373,6 +373,13 @@ def _policy_mismatch(entry: Entry, cls: type, kind: Any) -> str | None:
         other = next((s for s, b in SIDES.items() if issubclass(cls, b)), None)
         what = f"a {other} policy" if other else f"not a {base.__name__} (agents.base)"
         return f"entry {entry.name!r} is a {entry.side} entry, but {cls.__name__} is {what}"
+    if getattr(cls, "sees_private", False) and not entry.reference:
+        # It reads the buyers' private values: rated beside the others it would be
+        # ranked as a competitor that no real seller could be.
+        return (
+            f"entry {entry.name!r}: {cls.__name__} reads private values (sees_private); "
+            "register it with reference=True, as an upper reference rather than a competitor"
+        )
     if kind is not None and kind != entry.kind:
         return (
             f"entry {entry.name!r} is registered as kind {entry.kind!r}, but its policy "

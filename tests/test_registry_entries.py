@@ -234,3 +234,16 @@ def test_agents_json_writes_numpy_parameters_as_numbers(capsys):
     assert row["params"]["grid"] == 7 and row["params"]["markup"] == 0.2
     bandit = next(r for r in json.loads(out) if r["name"] == "pricing_bandit")
     assert bandit["params"]["arms"] == [0.7, 0.8, 0.9, 1.0]
+
+
+def test_a_seller_that_reads_private_values_registers_only_as_a_reference():
+    """It could be registered as a competitor and rated beside sellers that cannot."""
+    from agents.scripted.sellers import OracleSeller
+
+    refuses(
+        Entry("re_peek", "seller", AGENT, OracleSeller),
+        "entry 're_peek': OracleSeller reads private values (sees_private); register it with "
+        "reference=True",
+    )
+    registry.register(Entry("re_peek", "seller", AGENT, OracleSeller, reference=True))
+    assert registry.get("re_peek").build(seed=0).sees_private

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agents.base import BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
+from agents.base import AGENT, HUMAN, BuyerAction, BuyerPolicy, SellerAction, SellerPolicy
 from agents.command import where_raised
 from agents.env import SellerEnv
 from agents.rollout import play_batch
@@ -251,6 +251,14 @@ def _check(
     tally: dict[str, int] | None = None,
 ) -> list[str]:
     problems: list[str] = []
+    try:
+        kind = getattr(factory(seed), "kind", None) if side == "buyer" else None
+    except Exception:  # noqa: BLE001 - building it is checked, and reported, below
+        kind = None
+    if kind is not None and kind not in (HUMAN, AGENT, "mixed"):
+        # The market plays each buyer as a person or an agent (a population of both is
+        # "mixed"); no entry takes another kind.
+        problems.append(f"kind {kind!r}: a buyer is {HUMAN!r} or {AGENT!r}")
     for c, cfg in enumerate(configs):
         problems += [
             f"config {c}: {p}"

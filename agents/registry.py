@@ -380,6 +380,11 @@ def _policy_mismatch(entry: Entry, cls: type, kind: Any) -> str | None:
             f"entry {entry.name!r}: {cls.__name__} reads private values (sees_private); "
             "register it with reference=True, as an upper reference rather than a competitor"
         )
+    if kind is not None and kind not in (HUMAN, AGENT):
+        return (
+            f"entry {entry.name!r}: its policy {cls.__name__} has kind {shown(kind)}; a "
+            f"policy's kind is {HUMAN!r} or {AGENT!r}"
+        )
     if kind is not None and kind != entry.kind:
         return (
             f"entry {entry.name!r} is registered as kind {entry.kind!r}, but its policy "

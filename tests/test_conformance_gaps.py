@@ -140,3 +140,25 @@ def test_a_lenient_check_counts_the_violations_it_does_not_count_as_problems():
     tally: dict[str, int] = {}
     assert check_buyer(lambda seed: Truthful(), strict=False, tally=tally) == []
     assert tally == {"violations": 0}
+
+
+@dataclass
+class Robot(Truthful):
+    kind = "robot"
+
+
+def test_a_buyer_of_a_kind_the_market_does_not_know_does_not_conform():
+    """It conformed, and the registry then refused it with advice no entry could follow
+    ("register the entry as 'robot'")."""
+    from agents import registry
+    from agents.registry import Entry
+
+    problems = check_buyer(lambda seed: Robot())
+    assert problems[0] == "kind 'robot': a buyer is 'human' or 'agent'"
+    try:
+        registry.register(Entry("re_robot", "buyer", "human", Robot))
+    except ValueError as err:
+        assert "has kind 'robot'; a policy's kind is 'human' or 'agent'" in str(err)
+    else:
+        raise AssertionError("registered")
+    assert "re_robot" not in {e.name for e in registry.entries()}

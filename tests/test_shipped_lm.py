@@ -138,7 +138,10 @@ def test_a_policy_file_of_wrong_types_is_one_clear_error(tmp_path, change, words
         from_directory(lm)
 
 
-def test_a_chunk_below_one_is_refused_when_the_policy_is_built(tmp_path):
+@pytest.mark.parametrize(("key", "value"), [("chunk", 0), ("max_new_tokens", 10**20)])
+def test_a_number_out_of_range_is_refused_when_the_policy_is_built(tmp_path, key, value):
+    """max_new_tokens had no upper bound: a message past the protocol's length is a
+    violation anyway, and generation would have had no end in sight."""
     import shutil
 
     from agents.lm.policy import from_directory
@@ -146,6 +149,6 @@ def test_a_chunk_below_one_is_refused_when_the_policy_is_built(tmp_path):
     lm = tmp_path / "lm"
     shutil.copytree(SHIPPED, lm)
     data = json.loads((lm / "policy.json").read_text())
-    (lm / "policy.json").write_text(json.dumps({**data, "params": {**data["params"], "chunk": 0}}))
+    (lm / "policy.json").write_text(json.dumps({**data, "params": {**data["params"], key: value}}))
     with pytest.raises(ValueError, match="chunk >= 1"):
         from_directory(lm)

@@ -39,6 +39,7 @@ from agents.lm.model import load
 from agents.lm.prompts import prompt, seller_prompt
 from agents.text import buyer_action, seller_action
 from arena.observation import BuyerObs, SellerObs
+from arena.protocol import MAX_MESSAGE_CHARS
 
 BATCH_INVARIANCE = (
     "decisions: a market's sampled message equals the one it gets alone unless a keyed draw "
@@ -78,12 +79,13 @@ class _LMPolicy:
             torch.set_num_threads(self.threads)
         if (
             not 0 <= self.temperature < math.inf  # NaN too
-            or self.max_new_tokens < 1
+            or not 1 <= self.max_new_tokens <= MAX_MESSAGE_CHARS  # longer: too_long anyway
             or self.max_prompt_tokens < 8
             or self.chunk < 1
         ):
             raise ValueError(
-                "a finite temperature >= 0, max_new_tokens >= 1, max_prompt_tokens >= 8, chunk >= 1"
+                f"a finite temperature >= 0, 1 <= max_new_tokens <= {MAX_MESSAGE_CHARS:,}, "
+                "max_prompt_tokens >= 8, chunk >= 1"
             )
         if self.model is None:
             if not self.path:

@@ -42,6 +42,7 @@ counted in the violations and kept in the transcript.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -207,61 +208,66 @@ class Market:
 
     # ------------------------------------------------------------------ views
     def seller_observation(self) -> SellerObs:
-        """The seller's view as a batch of one market."""
+        """The seller's view as a batch of one market (read-only, as the engine's: some
+        arrays are views of the instance)."""
         inst = self.instance
         counter = self.counter
-        return SellerObs(
-            turns=self.turns,
-            price_range=(self.lo, self.hi),
-            patience=self.patience,
-            turn=as_batch(self.turn, np.int64),
-            done=as_batch(self.done, bool),
-            costs=inst.costs[None],
-            inventory=inst.inventory[None],
-            stock=np.array([self.stock], dtype=np.int64),
-            signals=inst.signals[None],
-            active=np.array([[self.active(i) for i in range(len(self.bought))]]),
-            bought=np.array([self.bought], dtype=np.int64),
-            left=np.array([self.left], dtype=bool),
-            n_messages=np.array([self.n_messages], dtype=np.int64),
-            last_product=np.array([self.last_product], dtype=np.int64),
-            last_price=np.array([self.last_price], dtype=float),
-            last_decision=np.array([self.last_decision], dtype=np.int64),
-            counter_product=np.array([[-1 if c is None else c[0] for c in counter]], np.int64),
-            counter_price=np.array([[math.nan if c is None else c[1] for c in counter]]),
-            disclosed=self.disclosed[None],
-            key=as_batch(inst.key, np.uint64),
-            dialogue=self._dialogue(),
+        return _read_only(
+            SellerObs(
+                turns=self.turns,
+                price_range=(self.lo, self.hi),
+                patience=self.patience,
+                turn=as_batch(self.turn, np.int64),
+                done=as_batch(self.done, bool),
+                costs=inst.costs[None],
+                inventory=inst.inventory[None],
+                stock=np.array([self.stock], dtype=np.int64),
+                signals=inst.signals[None],
+                active=np.array([[self.active(i) for i in range(len(self.bought))]]),
+                bought=np.array([self.bought], dtype=np.int64),
+                left=np.array([self.left], dtype=bool),
+                n_messages=np.array([self.n_messages], dtype=np.int64),
+                last_product=np.array([self.last_product], dtype=np.int64),
+                last_price=np.array([self.last_price], dtype=float),
+                last_decision=np.array([self.last_decision], dtype=np.int64),
+                counter_product=np.array([[-1 if c is None else c[0] for c in counter]], np.int64),
+                counter_price=np.array([[math.nan if c is None else c[1] for c in counter]]),
+                disclosed=self.disclosed[None],
+                key=as_batch(inst.key, np.uint64),
+                dialogue=self._dialogue(),
+            )
         )
 
     def buyer_observation(self) -> BuyerObs:
-        """The pending buyer's view as a batch of one market."""
+        """The pending buyer's view as a batch of one market (read-only)."""
         if self._pending is None:
             raise RuntimeError("no buyer answer is expected now")
         i, msg = self._pending
         inst = self.instance
         bid = self.counter[i]
-        return BuyerObs(
-            turns=self.turns,
-            price_range=(self.lo, self.hi),
-            patience=self.patience,
-            needs_answer=as_batch(True, bool),
-            buyer=as_batch(i, np.int64),
-            values=inst.values[i][None],
-            costs=inst.costs[None],
-            stock=np.array([self.stock], dtype=np.int64),
-            offer_product=as_batch(-1 if msg.offer is None else msg.offer.product, np.int64),
-            offer_price=as_batch(math.nan if msg.offer is None else msg.offer.price, float),
-            n_messages=as_batch(self.n_messages[i], np.int64),
-            first_price=as_batch(self.first_price[i], float),
-            counter_product=as_batch(-1 if bid is None else bid[0], np.int64),
-            counter_price=as_batch(math.nan if bid is None else bid[1], float),
-            is_agent=as_batch(bool(inst.is_agent[i]), bool),
-            disclosed=as_batch(bool(self.disclosed[i]), bool),
-            turn=as_batch(self.turn, np.int64),
-            key=as_batch(inst.key, np.uint64),
-            num_buyers=inst.num_buyers,
-            dialogue=self._dialogue(),
+        return _read_only(
+            BuyerObs(
+                turns=self.turns,
+                price_range=(self.lo, self.hi),
+                patience=self.patience,
+                needs_answer=as_batch(True, bool),
+                buyer=as_batch(i, np.int64),
+                values=inst.values[i][None],
+                costs=inst.costs[None],
+                stock=np.array([self.stock], dtype=np.int64),
+                offer_product=as_batch(-1 if msg.offer is None else msg.offer.product, np.int64),
+                offer_price=as_batch(math.nan if msg.offer is None else msg.offer.price, float),
+                n_messages=as_batch(self.n_messages[i], np.int64),
+                first_price=as_batch(self.first_price[i], float),
+                counter_product=as_batch(-1 if bid is None else bid[0], np.int64),
+                counter_price=as_batch(math.nan if bid is None else bid[1], float),
+                is_agent=as_batch(bool(inst.is_agent[i]), bool),
+                disclosed=as_batch(bool(self.disclosed[i]), bool),
+                turn=as_batch(self.turn, np.int64),
+                key=as_batch(inst.key, np.uint64),
+                num_buyers=inst.num_buyers,
+                dialogue=self._dialogue(),
+            )
         )
 
     def _dialogue(self):
@@ -281,3 +287,15 @@ class Market:
         for t in self.trades:
             out[t.buyer] = float(self.instance.values[t.buyer, t.product]) - t.price
         return out
+
+
+def _read_only(obs):
+    """``obs`` with every array a read-only view: a policy cannot write into the market
+    (or the instance it plays) through what it is shown."""
+    for f in dataclasses.fields(obs):
+        x = getattr(obs, f.name)
+        if isinstance(x, np.ndarray) and x.flags.writeable:
+            view = x.view()
+            view.flags.writeable = False
+            object.__setattr__(obs, f.name, view)  # a frozen dataclass, being built
+    return obs

@@ -395,3 +395,10 @@ def test_a_policy_cannot_write_into_the_market_through_its_observation():
     with pytest.raises(ValueError, match="read-only"):
         buyer.stock[...] = 99
     assert engine.stock.max() <= 2
+    # The reference market (what `arena play` plays) shows the same read-only views.
+    market = Market(generate(MarketConfig(buyers=3, products=2), 0, 0))
+    for value in vars(market.seller_observation()).values():
+        if isinstance(value, np.ndarray):
+            assert not value.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        market.seller_observation().costs[...] = 0  # a view of the instance's costs

@@ -587,7 +587,9 @@ def make_buyers(spec: str, seed: int = 0, *, sample: bool = False) -> BuyerPolic
     spec = spec.strip()
     if not is_population(spec):
         return make(spec, "buyer", seed, sample=sample)
-    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    parts = [p.strip() for p in spec.split(",")]
+    if not all(parts):  # "a:0.5,,b:0.5", "a:0.5,b:0.5,": a member left out by mistake?
+        raise ValueError(f"population {spec!r}: an empty member between commas")
     if all("=" in p for p in parts):
         pairs = [_split(p, "=", spec) for p in parts]
         roles = dict(pairs)

@@ -247,3 +247,10 @@ def test_a_seller_that_reads_private_values_registers_only_as_a_reference():
     )
     registry.register(Entry("re_peek", "seller", AGENT, OracleSeller, reference=True))
     assert registry.get("re_peek").build(seed=0).sees_private
+
+
+@pytest.mark.parametrize("spec", ["truthful:0.5,haggler:0.5,", "truthful:0.5,,haggler:0.5", ","])
+def test_a_population_with_an_empty_member_is_refused(spec):
+    """A trailing comma played the members given; "," read as a population by kind."""
+    with pytest.raises(ValueError, match="an empty member between commas"):
+        registry.make_buyers(spec)

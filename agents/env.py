@@ -305,6 +305,12 @@ class _MarketEnv:
                 opp.reveal(_sub_batch(self.engine.batch, g))
 
     def _fresh(self, seed: int | None) -> None:
+        if seed is not None and self._given is not None and int(seed) != self._given.seed:
+            # The given batch is played first, whatever the seed: say so, not play it.
+            raise ValueError(
+                f"reset(seed={seed}): this environment plays the batch it was given first "
+                f"(markets of seed {self._given.seed}); reset it without a seed"
+            )
         if seed is not None:
             self.seed = int(seed)
         if self._given is not None:
@@ -382,7 +388,8 @@ class SellerEnv(_MarketEnv):
     @classmethod
     def from_batch(cls, batch: MarketBatch, buyer: BuyerPolicy, **kwargs: Any) -> SellerEnv:
         """An environment that plays exactly ``batch`` (no autoreset: its markets are the
-        episode)."""
+        episode) at its first ``reset()``; a later ``reset`` draws the markets of indices 0
+        to B - 1 of ``batch``'s config and seed, as any environment does."""
         kwargs.setdefault("autoreset", False)
         return cls(batch.config, buyer, batch.size, seed=batch.seed, batch=batch, **kwargs)
 

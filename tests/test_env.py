@@ -400,3 +400,12 @@ def test_merged_actions_keep_every_parts_prices():
     texts = BuyerAction(np.array([2]), np.array([0]), np.array(["x"], dtype=object))
     merged = merge_actions(3, [(np.array([0]), texts), (np.array([1, 2]), cents)], BuyerAction)
     assert merged.price.tolist() == ["x", 40.75, 12.5]  # the engine reads it entry by entry
+
+
+def test_a_seed_other_than_the_given_batchs_is_refused_rather_than_ignored():
+    batch = generate_batch(MarketConfig(buyers=3), 5, 4)
+    env = SellerEnv.from_batch(batch, Truthful())
+    with pytest.raises(ValueError, match=r"reset\(seed=6\): this environment plays the batch"):
+        env.reset(seed=6)
+    env.reset(seed=5)  # the batch's own seed: the batch, as without one
+    np.testing.assert_array_equal(env.batch.values, batch.values)

@@ -610,7 +610,8 @@ def make_buyers(spec: str, seed: int = 0, *, sample: bool = False) -> BuyerPolic
         except ValueError:
             raise ValueError(f"population {spec!r}: shares must be numbers") from None
         names = [name for name, _ in pairs]
-        if len(set(names)) != len(names):
+        # By the entries they name: a checkpoint named by its path and by its name is one.
+        if len({get(n, "buyer").name for n in names}) != len(names):
             raise ValueError(f"population {spec!r}: a member is named twice")
         return Population([make(n, "buyer", seed, sample=sample) for n in names], shares, names)
     raise ValueError(f"population {spec!r}: write NAME:SHARE,NAME:SHARE or human=NAME,agent=NAME")

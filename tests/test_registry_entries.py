@@ -254,3 +254,11 @@ def test_a_population_with_an_empty_member_is_refused(spec):
     """A trailing comma played the members given; "," read as a population by kind."""
     with pytest.raises(ValueError, match="an empty member between commas"):
         registry.make_buyers(spec)
+
+
+def test_a_checkpoint_named_by_its_path_and_its_name_is_one_member():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "agents/rl/checkpoints/rl_buyer"
+    with pytest.raises(ValueError, match="a member is named twice"):
+        registry.make_buyers(f"{path}:0.5,rl_buyer:0.5")

@@ -31,7 +31,6 @@ naming the config and the play, and the check goes on.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ from arena.config import MarketConfig
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch
 from arena.noise import uniform
-from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs
+from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, SellerObs, read_only
 
 CONFIGS = (
     MarketConfig(),
@@ -114,21 +113,6 @@ class _PolicyRaised(Exception):
         self.method, self.err = method, err
 
 
-def _read_only_view(obs):
-    """``obs`` with its arrays as read-only views. The policy must not write into what it
-    is shown (the arrays may be the engine's state); the engine hands some arrays out as
-    copies, so the check makes every one read-only: a write raises where it is made, the
-    same whichever arrays the engine copies."""
-    changes = {}
-    for f in dataclasses.fields(obs):
-        x = getattr(obs, f.name)
-        if isinstance(x, np.ndarray) and x.flags.writeable:
-            view = x.view()
-            view.flags.writeable = False
-            changes[f.name] = view
-    return dataclasses.replace(obs, **changes) if changes else obs
-
-
 @dataclass
 class _Checked:
     """Wraps a policy: records malformed action arrays and what a buyer decided before
@@ -184,7 +168,7 @@ class _Checked:
             self.problems.append(f"{name} has shape {np.shape(out)}, expected {shape}")
 
     def act(self, obs):
-        action = self._call("act", _read_only_view(obs))
+        action = self._call("act", read_only(obs))  # every array, copies too: a write raises
         b = obs.batch_size
         if isinstance(obs, SellerObs):
             names, rows = ("to", "product", "price"), ~obs.done

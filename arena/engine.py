@@ -33,7 +33,15 @@ import numpy as np
 
 from arena.dialogue import Dialogue
 from arena.generator import MarketBatch
-from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
+from arena.observation import (
+    ACCEPT,
+    COUNTER,
+    REJECT,
+    BuyerObs,
+    LastDecision,
+    SellerObs,
+    read_only,
+)
 from arena.protocol import MAX_INDEX, PRICE_LIMIT
 from arena.rules import NUM_VIOLATIONS, Violation, disclosed_flags
 
@@ -157,28 +165,30 @@ class BatchedMarket:
     def seller_observation(self) -> SellerObs:
         """The seller's view of every market. Its arrays are read-only views of the
         market's own state: a policy that wrote into them would change the market."""
-        return SellerObs(
-            turns=self.turns,
-            price_range=(self.lo, self.hi),
-            patience=self.patience,
-            turn=_read_only(self.turn),
-            done=_read_only(self.done),
-            costs=_read_only(self.costs),
-            inventory=_read_only(self.batch.inventory),
-            stock=_read_only(self.stock),
-            signals=_read_only(self.batch.signals),
-            active=_read_only(self.active),
-            bought=_read_only(self.bought),
-            left=_read_only(self.left),
-            n_messages=_read_only(self.n_messages),
-            last_product=_read_only(self.last_product),
-            last_price=_read_only(self.last_price),
-            last_decision=_read_only(self.last_decision),
-            counter_product=_read_only(self.counter_product),
-            counter_price=_read_only(self.counter_price),
-            disclosed=_read_only(self.disclosed),
-            key=_read_only(self.batch.keys),
-            dialogue=self.dialogue,
+        return read_only(
+            SellerObs(
+                turns=self.turns,
+                price_range=(self.lo, self.hi),
+                patience=self.patience,
+                turn=self.turn,
+                done=self.done,
+                costs=self.costs,
+                inventory=self.batch.inventory,
+                stock=self.stock,
+                signals=self.batch.signals,
+                active=self.active,
+                bought=self.bought,
+                left=self.left,
+                n_messages=self.n_messages,
+                last_product=self.last_product,
+                last_price=self.last_price,
+                last_decision=self.last_decision,
+                counter_product=self.counter_product,
+                counter_price=self.counter_price,
+                disclosed=self.disclosed,
+                key=self.batch.keys,
+                dialogue=self.dialogue,
+            )
         )
 
     def buyer_observation(self) -> BuyerObs:
@@ -186,27 +196,29 @@ class BatchedMarket:
         read-only, as the seller's."""
         f = self._pend_flat
         flat = self._f
-        return BuyerObs(
-            turns=self.turns,
-            price_range=(self.lo, self.hi),
-            patience=self.patience,
-            needs_answer=self.pending.copy(),
-            buyer=f - self._row_n,
-            values=self._values_rows[f],
-            costs=_read_only(self.costs),
-            stock=_read_only(self.stock),
-            offer_product=self._pend_product.copy(),
-            offer_price=self._pend_price.copy(),
-            n_messages=flat["n_messages"][f],
-            first_price=flat["first_price"][f],
-            counter_product=flat["counter_product"][f],
-            counter_price=flat["counter_price"][f],
-            is_agent=self.is_agent.reshape(-1)[f],
-            disclosed=self.disclosed.reshape(-1)[f],
-            turn=self.turn.copy(),
-            key=_read_only(self.batch.keys),
-            num_buyers=self.shape[1],
-            dialogue=self.dialogue,
+        return read_only(
+            BuyerObs(
+                turns=self.turns,
+                price_range=(self.lo, self.hi),
+                patience=self.patience,
+                needs_answer=self.pending.copy(),
+                buyer=f - self._row_n,
+                values=self._values_rows[f],
+                costs=self.costs,
+                stock=self.stock,
+                offer_product=self._pend_product.copy(),
+                offer_price=self._pend_price.copy(),
+                n_messages=flat["n_messages"][f],
+                first_price=flat["first_price"][f],
+                counter_product=flat["counter_product"][f],
+                counter_price=flat["counter_price"][f],
+                is_agent=self.is_agent.reshape(-1)[f],
+                disclosed=self.disclosed.reshape(-1)[f],
+                turn=self.turn.copy(),
+                key=self.batch.keys,
+                num_buyers=self.shape[1],
+                dialogue=self.dialogue,
+            )
         )
 
     # ------------------------------------------------------------------ seller
@@ -411,13 +423,6 @@ class BatchedMarket:
         j = np.where(got, self.bought, 0)
         v = np.take_along_axis(self.values, j[..., None], axis=2)[..., 0]
         return np.where(got, v - np.where(got, self.paid, 0.0), 0.0)
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A view of ``a`` that cannot be written through (``a`` itself stays writable)."""
-    view = a.view()
-    view.flags.writeable = False
-    return view
 
 
 _NOWHERE = -(2**40)  # an index no market has, for entries that are not integers at all

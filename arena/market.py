@@ -42,7 +42,6 @@ counted in the violations and kept in the transcript.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -51,7 +50,7 @@ import numpy as np
 from arena.dialogue import Dialogue
 from arena.generator import MarketInstance
 from arena.messages import BuyerMessage, Decision, SellerMessage
-from arena.observation import BuyerObs, LastDecision, SellerObs, as_batch
+from arena.observation import BuyerObs, LastDecision, SellerObs, as_batch, read_only
 from arena.protocol import parse_buyer_message, parse_seller_message
 from arena.rules import NUM_VIOLATIONS, Violation, disclosed_flags
 from arena.transcript import Trade, TurnRecord, parse_message
@@ -212,7 +211,7 @@ class Market:
         arrays are views of the instance)."""
         inst = self.instance
         counter = self.counter
-        return _read_only(
+        return read_only(
             SellerObs(
                 turns=self.turns,
                 price_range=(self.lo, self.hi),
@@ -245,7 +244,7 @@ class Market:
         i, msg = self._pending
         inst = self.instance
         bid = self.counter[i]
-        return _read_only(
+        return read_only(
             BuyerObs(
                 turns=self.turns,
                 price_range=(self.lo, self.hi),
@@ -287,15 +286,3 @@ class Market:
         for t in self.trades:
             out[t.buyer] = float(self.instance.values[t.buyer, t.product]) - t.price
         return out
-
-
-def _read_only(obs):
-    """``obs`` with every array a read-only view: a policy cannot write into the market
-    (or the instance it plays) through what it is shown."""
-    for f in dataclasses.fields(obs):
-        x = getattr(obs, f.name)
-        if isinstance(x, np.ndarray) and x.flags.writeable:
-            view = x.view()
-            view.flags.writeable = False
-            object.__setattr__(obs, f.name, view)  # a frozen dataclass, being built
-    return obs

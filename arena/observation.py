@@ -12,7 +12,7 @@ types, so one policy drives either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # The codes of a buyer's answer are the rules' (arena.rules), named here too: what an
 # observation records and what a batched action says.
 __all__ = ["ACCEPT", "COUNTER", "REJECT", "BuyerObs", "LastDecision", "SellerObs", "as_batch",
-           "take_rows"]  # fmt: skip
+           "read_only", "take_rows"]  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,6 +118,19 @@ class BuyerObs:
 def as_batch(x: np.ndarray | float | int, dtype: type | None = None) -> np.ndarray:
     """A scalar or per-market value as a length-1 batch (used by the scalar market)."""
     return np.asarray([x], dtype=dtype)
+
+
+def read_only(obs: SellerObs | BuyerObs) -> SellerObs | BuyerObs:
+    """``obs`` with every array a read-only view (the same object if all are): what a
+    policy is shown may be the market's own state, so a write raises in the policy."""
+    changes = {}
+    for f in fields(obs):
+        x = getattr(obs, f.name)
+        if isinstance(x, np.ndarray) and x.flags.writeable:
+            view = x.view()
+            view.flags.writeable = False
+            changes[f.name] = view
+    return replace(obs, **changes) if changes else obs
 
 
 def take_rows(obs: SellerObs | BuyerObs, rows: np.ndarray | slice) -> SellerObs | BuyerObs:

@@ -173,6 +173,7 @@ class _Scored:
     seller: np.ndarray  # per row: the seller's code into players
     buyer: np.ndarray
     instance: np.ndarray  # per row: (config, market) numbered in sorted order
+    config: np.ndarray  # per instance: its config's code, the bootstrap's stratum
 
 
 def _scored(records: Records | _Scored) -> _Scored:
@@ -195,9 +196,10 @@ def _scored(records: Records | _Scored) -> _Scored:
     seller = np.array([index.get(x, -1) for x in sellers], np.int64)[rec.match]
     buyer = np.array([index.get(x, -1) for x in buyers], np.int64)[rec.match]
     _, config = t.codes("config")
-    key = config[rec.match] * (int(rec.market.max(initial=0)) + 1) + rec.market
-    instance = np.unique(key, return_inverse=True)[1].reshape(-1) if len(key) else key
-    return _Scored(rec, s, players, side, seller, buyer, instance)
+    span = int(rec.market.max(initial=0)) + 1
+    key = config[rec.match] * span + rec.market
+    keys, instance = np.unique(key, return_inverse=True)
+    return _Scored(rec, s, players, side, seller, buyer, instance.reshape(-1), keys // span)
 
 
 def ratings_table(
@@ -215,8 +217,9 @@ def ratings_table(
     buyer (markets with a NaN score are left out): online Elo averaged over ``shuffles``
     seeded orders, and Bradley-Terry maximum likelihood with a 95% bootstrap interval over
     ``rounds`` resamples of market instances (config, index), so every game played on one
-    instance stays together. ``reference`` (an entry name) is pinned at 1000 on both scales;
-    without it the mean is.
+    instance stays together, drawn per config (each config's own number of instances from
+    its own: the spec fixes the markets per config, and a round keeps that mix).
+    ``reference`` (an entry name) is pinned at 1000 on both scales; without it the mean is.
     """
     return _RatingsJob(_scored(records), reference, rounds, seed, shuffles).rows()
 
@@ -275,7 +278,12 @@ class _RatingsJob:
         sc = self.sc
         groups = (sc.instance, int(sc.instance.max()) + 1)
         bt = rt.bootstrap_games(
-            self.games, rounds=self.rounds, seed=self.seed, reference=self.reference, group=groups
+            self.games,
+            rounds=self.rounds,
+            seed=self.seed,
+            reference=self.reference,
+            group=groups,
+            strata=sc.config,
         )
         elo = self.elo_ratings()
         return [
@@ -333,7 +341,8 @@ def side_leaderboards(
             continue
         # A market's coordinates but for the side's own entry: the opponent, the rule and
         # the instance. One instance meets every opponent under every rule: those
-        # comparisons are correlated, so the bootstrap resamples instances, not coordinates.
+        # comparisons are correlated, so the bootstrap resamples instances, not coordinates,
+        # each config's from its own (its stratum).
         opponent = t.codes(other)[1][rec.match]
         rule = t.codes("disclosure")[1][rec.match]
         coords = (opponent * (int(rule.max()) + 1) + rule) * (int(sc.instance.max()) + 1)
@@ -345,6 +354,7 @@ def side_leaderboards(
             seed=seed,
             reference=reference if reference in entries else None,
             clusters=sc.instance,
+            strata=sc.config[sc.instance],
             players=players,
         )
     return out

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,7 +44,7 @@ from scipy.special import stdtr
 from agents.stats import mean_ci
 from arena.rewards import rating_score
 from arena.seeding import keyed_sequence
-from tournaments.effects import bootstrap_means, multiplicities
+from tournaments.effects import bootstrap_means, multiplicities, stratified_multiplicities
 from tournaments.ratings.scale import percentile_interval
 from tournaments.records import MATCH_KEYS, Records
 
@@ -362,13 +363,17 @@ def _holm(rows: list[CompareRow], alpha: float = 0.05) -> list[CompareRow]:
 
 def _pooled(paired: list, metrics: Sequence[str], rounds: int, seed: int) -> list[CompareRow]:
     """One row per metric over every pair; the bootstrap resamples instances (config,
-    market) with all their pairs."""
+    market) with all their pairs, each config's instances from its own (a round keeps the
+    runs' number of markets per config). With one instance in every config no round can
+    differ from the data, and the row has no interval."""
     if not paired:
         return []
     inst = sorted({(p[1], int(i)) for p in paired for i in p[2]})
     index = {x: k for k, x in enumerate(inst)}
     rng = np.random.default_rng(keyed_sequence(seed, "compare\x1fall"))
-    mult = multiplicities(rng, len(inst), rounds)
+    per_config = Counter(config for config, _ in inst)  # inst is sorted by config
+    mult = stratified_multiplicities(rng, [per_config[c] for c in sorted(per_config)], rounds)
+    can_vary = max(per_config.values()) > 1
     out = []
     for m in metrics:
         sums = np.zeros(len(inst))
@@ -385,7 +390,8 @@ def _pooled(paired: list, metrics: Sequence[str], rounds: int, seed: int) -> lis
         n = int(counts.sum())
         with np.errstate(invalid="ignore", divide="ignore"):
             means = (mult @ sums) / (mult @ counts)
-        lo, hi = percentile_interval(means[:, None], 0.95) if n > 1 else ([math.nan], [math.nan])
+        ok = n > 1 and can_vary
+        lo, hi = percentile_interval(means[:, None], 0.95) if ok else ([math.nan], [math.nan])
         a_all, b_all = np.concatenate(da), np.concatenate(db)
         diff = float(sums.sum() / n) if n else math.nan
         out.append(

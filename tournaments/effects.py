@@ -15,7 +15,8 @@ change when other pairings are added.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,6 +113,45 @@ def bootstrap_mean_ci(
     if len(x) < 2:  # one market says nothing about the spread: no interval rather than a point
         return math.nan, math.nan
     lo, hi = bootstrap_means(x[:, None], multiplicities(rng, len(x), rounds), level)
+    return float(lo[0]), float(hi[0])
+
+
+def stratified_multiplicities(
+    rng: np.random.Generator, sizes: Sequence[int], rounds: int
+) -> np.ndarray:
+    """(rounds, units): units numbered stratum by stratum, ``sizes[k]`` of them in stratum
+    k; each round draws every stratum's own number of units from that stratum alone (a
+    design with a fixed number of markets per config keeps its mix in every round)."""
+    return np.concatenate([multiplicities(rng, int(n), rounds) for n in sizes], axis=1)
+
+
+def clustered_mean_ci(
+    x: np.ndarray,
+    strata: Sequence[Hashable],
+    clusters: Sequence[Hashable],
+    rng: np.random.Generator,
+    rounds: int = 1000,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``x``, resampling whole clusters (e.g.
+    one market instance met under several rules) with all their values, each stratum's
+    clusters from its own (``strata[i]``, e.g. the config, is the same for every value of
+    one cluster). With one cluster in every stratum there is nothing to resample: NaN.
+    Singleton clusters in one stratum draw as :func:`bootstrap_mean_ci` does."""
+    x = np.asarray(x, dtype=float).reshape(-1)
+    keys = sorted({(st, c) for st, c in zip(strata, clusters, strict=True)})
+    if len(keys) != len({c for _, c in keys}):
+        raise ValueError("all values of one cluster must lie in one stratum")
+    index = {k: u for u, k in enumerate(keys)}
+    unit = np.array([index[k] for k in zip(strata, clusters, strict=True)], np.int64)
+    sizes = list(Counter(st for st, _ in keys).values())  # keys sorted: strata contiguous
+    if len(x) < 2 or max(sizes, default=0) < 2:
+        return math.nan, math.nan
+    mult = stratified_multiplicities(rng, sizes, rounds)
+    sums = np.bincount(unit, x, len(keys))
+    counts = np.bincount(unit, minlength=len(keys)).astype(float)
+    means = (mult @ sums) / (mult @ counts)
+    lo, hi = percentile_interval(means[:, None], level)
     return float(lo[0]), float(hi[0])
 
 

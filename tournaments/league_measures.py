@@ -13,7 +13,7 @@ import numpy as np
 from agents.stats import mean_ci
 from arena.rewards import rating_score
 from arena.seeding import keyed_sequence
-from tournaments.effects import bootstrap_mean_ci
+from tournaments.effects import clustered_mean_ci
 from tournaments.league_config import LeagueError
 from tournaments.records import Records
 
@@ -53,7 +53,8 @@ def exploitability(
     seed: int = 0,
 ) -> Exploitability:
     """Exploitability of ``target`` (a ``side`` entry): the best response's market score
-    against it minus the best pool member's, paired on (config, rule, market index)."""
+    against it minus the best pool member's, paired on (config, rule, market index); the
+    bootstrap interval resamples market instances, each config's from its own."""
     other = _OTHER[side]
 
     def scores(rec: Records) -> np.ndarray:
@@ -79,10 +80,15 @@ def exploitability(
     base = keyed(rows.take(np.asarray(rows[other] == best)))
     common = sorted(set(resp) & set(base))
     d = np.array([resp[k] - base[k] for k in common])
-    d = d[np.isfinite(d)]
+    finite = np.isfinite(d)
+    kept = [k for k, ok in zip(common, finite, strict=True) if ok]
+    d = d[finite]
     gain, t_lo, t_hi = mean_ci(d)
     rng = np.random.default_rng(keyed_sequence(seed, f"exploitability\x1f{target}"))
-    lo, hi = bootstrap_mean_ci(d, rng)
+    # One market instance (config, index) met under several rules is one draw, and each
+    # config's instances are drawn from its own: the round robin fixes markets per config.
+    configs = [k[0] for k in kept]
+    lo, hi = clustered_mean_ci(d, configs, [(k[0], k[2]) for k in kept], rng)
     r = np.array([resp[k] for k in common])
     return Exploitability(
         side=side,

@@ -1,7 +1,10 @@
 """Bradley-Terry ratings with seeded bootstrap intervals.
 
 A bootstrap round resamples units (games, or groups of games such as every game played on
-one market instance) with replacement and refits. Nothing here loops over games: the games
+one market instance) with replacement and refits. Units may lie in strata (a tournament's
+configs, each with a fixed number of markets): a round then draws each stratum's own number
+of units from that stratum alone, so the mix of strata is the design's in every round and
+adds no variance the design does not have. Nothing here loops over games: the games
 are first summed into cells, one per (unit, pair), which are the sufficient statistics of
 the fit; a round only draws each unit's multiplicity and sums cells per pair, and every
 round's fit is solved in one batch (``fit_theta`` with a leading resample axis).
@@ -42,7 +45,8 @@ class Cells:
     A round draws ``D = sum(unit_size)`` items (games or groups) uniformly with replacement,
     which gives every unit a multiplicity ``m ~ Multinomial(D, unit_size / D)``; cell c then
     adds ``m[unit[c]] * w[c]`` to the score and ``m[unit[c]] * n[c]`` to the count of pair
-    ``pair[c]`` (and ``m[unit[c]] * extra[c]`` to any extra per-pair sum).
+    ``pair[c]`` (and ``m[unit[c]] * extra[c]`` to any extra per-pair sum). With ``stratum``
+    (one integer code per unit) the draws are made per stratum: its own D from its own units.
     """
 
     pair: np.ndarray
@@ -51,6 +55,15 @@ class Cells:
     n: np.ndarray
     unit_size: np.ndarray
     extra: np.ndarray | None = None
+    stratum: np.ndarray | None = None
+
+    def can_vary(self) -> bool:
+        """Whether a resample can differ from the data: some stratum draws at least two
+        items. With one unit in every stratum each round is the data itself, and an
+        interval from such rounds would be a point that claims a precision nobody measured."""
+        if self.stratum is None:
+            return int(self.unit_size.sum()) >= 2
+        return bool((np.bincount(self.stratum, self.unit_size) >= 2).any())
 
     @classmethod
     def by_unit(
@@ -60,9 +73,11 @@ class Cells:
         s: np.ndarray,
         n_units: int,
         extra: np.ndarray | None = None,
+        stratum: np.ndarray | None = None,
     ) -> Cells:
         """One cell per (unit, pair) holding the sums of its games; every unit has size 1
-        (one draw of a round is one whole unit). Sums run in the order given."""
+        (one draw of a round is one whole unit). Sums run in the order given. ``stratum``:
+        one code per unit, or None."""
         n_pairs = int(pair.max(initial=-1)) + 1
         size = n_units * n_pairs
         key = unit * n_pairs + pair
@@ -75,11 +90,33 @@ class Cells:
             n=n[cell].astype(float),
             unit_size=np.ones(n_units, dtype=np.int64),
             extra=None if extra is None else np.bincount(key, extra, size)[cell],
+            stratum=stratum,
         )
 
 
-def multiplicity_sampler(unit_size: np.ndarray) -> Callable[[np.random.Generator], np.ndarray]:
-    """Draws one round's multiplicity per unit."""
+def multiplicity_sampler(
+    unit_size: np.ndarray, stratum: np.ndarray | None = None
+) -> Callable[[np.random.Generator], np.ndarray]:
+    """Draws one round's multiplicity per unit: ``sum(unit_size)`` draws over all units, or,
+    with ``stratum`` (one code per unit) of more than one value, each stratum's own number
+    of draws over its own units, the strata drawn in the order of their codes. (One stratum
+    draws exactly as no strata do.)"""
+    codes = None if stratum is None else np.unique(stratum)
+    if codes is None or len(codes) < 2:
+        return _sampler(unit_size)
+    parts = [np.flatnonzero(stratum == c) for c in codes]
+    samplers = [(idx, _sampler(unit_size[idx])) for idx in parts]
+
+    def draw(rng: np.random.Generator) -> np.ndarray:
+        m = np.zeros(len(unit_size), np.int64)
+        for idx, sample in samplers:
+            m[idx] = sample(rng)
+        return m
+
+    return draw
+
+
+def _sampler(unit_size: np.ndarray) -> Callable[[np.random.Generator], np.ndarray]:
     draws = int(unit_size.sum())
     k = len(unit_size)
     if 8 * k <= draws:
@@ -103,7 +140,7 @@ def resample_fits(
     """Per round: theta (rounds x players; NaN for a player with no game in the round), and
     per-pair counts and sums of ``cells.extra`` (rounds x pairs each)."""
     n_pairs = len(table.pi)
-    draw = multiplicity_sampler(cells.unit_size)
+    draw = multiplicity_sampler(cells.unit_size, cells.stratum)
     mult = np.stack([draw(rng) for _ in range(rounds)]).astype(float)  # rounds x units
     # Cells per round summed per pair: a (units x pairs) matrix product when dense enough.
     w = _per_pair(mult, cells, cells.w, n_pairs)
@@ -140,6 +177,7 @@ def bootstrap_bt(
     scores: ArrayLike,
     *,
     group: Sequence[Hashable] | np.ndarray | None = None,
+    strata: Sequence[Hashable] | np.ndarray | None = None,
     **options: Any,
 ) -> list[RatedPlayer]:
     """Bradley-Terry ratings with seeded bootstrap intervals, best first, of the games named
@@ -148,12 +186,32 @@ def bootstrap_bt(
     ``group=None`` resamples the games themselves (as many draws as games); ``group`` (one
     hashable label per game, e.g. a market or match id, or integer codes) resamples whole
     groups (as many draws as groups), so games that share a market stay together and their
-    correlation widens the interval as it should. Every other option is that of
+    correlation widens the interval as it should. ``strata`` (one hashable label per game,
+    e.g. the config; every game of a group in one stratum) resamples within each stratum,
+    as many draws there as it has groups (games without ``group``): the design's fixed
+    number of markets per config stays fixed. Every other option is that of
     :func:`bootstrap_games`.
     """
     g = Games.from_names(a, b, scores)
-    codes = None if group is None else labels(group, len(g.s), "group")
-    return bootstrap_games(g, group=codes, **options)
+    n = len(g.s)
+    if strata is not None and group is None:
+        group = np.arange(n)
+    codes = None if group is None else labels(group, n, "group")
+    stratum = None
+    if strata is not None:
+        stratum = group_strata(codes, labels(strata, n, "strata")[0])
+    return bootstrap_games(g, group=codes, strata=stratum, **options)
+
+
+def group_strata(group: tuple[np.ndarray, int], strata: np.ndarray) -> np.ndarray:
+    """The stratum code of each group, from one group code and one stratum code per item;
+    a group whose items lie in two strata is an error."""
+    codes, n_groups = group
+    of_group = np.full(n_groups, -1, np.int64)
+    of_group[codes] = strata
+    if not np.array_equal(of_group[codes], strata):
+        raise ValueError("all items of one group must lie in one stratum")
+    return of_group
 
 
 def bootstrap_games(
@@ -163,6 +221,7 @@ def bootstrap_games(
     seed: int = 0,
     reference: str | None = None,
     group: tuple[np.ndarray, int] | None = None,
+    strata: np.ndarray | None = None,
     confidence: float = 0.95,
     scale: RatingScale = ELO_SCALE,
     l2: float = DEFAULT_L2,
@@ -172,7 +231,9 @@ def bootstrap_games(
     ``rating`` is ``bradley_terry`` on all the data. Each of ``rounds`` bootstrap rounds
     resamples with replacement and refits: the games themselves (``group=None``), or whole
     groups (``group`` = (codes, number of groups), codes numbered in the groups' sorted
-    order).
+    order). ``strata`` (with ``group``: one integer code per group) draws each stratum's
+    groups from that stratum alone. With one group in every stratum (one market, say) a
+    round can only repeat the data: the bounds are NaN and every rank is 1.
 
     ``lower``/``upper`` are the ``(1 - confidence)/2`` and ``(1 + confidence)/2`` percentiles
     of the refitted ratings, each round pinned like the point estimate (``reference`` at
@@ -184,6 +245,8 @@ def bootstrap_games(
     whatever the order of the records.
     """
     check_confidence(rounds, confidence)
+    if strata is not None and group is None:
+        raise ValueError("strata need groups: one stratum code per group")
     if g.n_players == 0:
         return []
     ref = g.index_of(reference)
@@ -210,7 +273,10 @@ def bootstrap_games(
         pair = np.searchsorted(table_keys, g.ia * p + g.ib)
         # Summed in (group, pair, score) order: the sums do not depend on record order.
         order = np.lexsort((g.s, pair, codes))
-        cells = Cells.by_unit(pair[order], codes[order], g.s[order], n_groups)
+        stratum = None if strata is None else np.asarray(strata, np.int64)
+        if stratum is not None and stratum.shape != (n_groups,):
+            raise ValueError(f"strata must hold one code per group ({n_groups})")
+        cells = Cells.by_unit(pair[order], codes[order], g.s[order], n_groups, stratum=stratum)
 
     fit = Fit(g.players, table, theta, ref, scale, l2)
     rows, _, _ = fit.rate(cells, rounds, seed, confidence, g.games_per_player())
@@ -232,12 +298,17 @@ class Fit:
         self, cells: Cells, rounds: int, seed: int, confidence: float, games: np.ndarray
     ) -> tuple[list[RatedPlayer], np.ndarray, np.ndarray]:
         """Leaderboard rows with bootstrap intervals from ``rounds`` resamples of ``cells``
-        (generator ``default_rng(seed)``), and each round's per-pair counts and extra sums."""
+        (generator ``default_rng(seed)``), and each round's per-pair counts and extra sums.
+        Cells that cannot vary (one unit in every stratum) give NaN bounds and NaN extra
+        sums, and every row rank 1."""
         rng = np.random.default_rng(seed)
         p = len(self.players)
         thetas, counts, extra = resample_fits(
             cells, self.table, p, rounds, rng, self.l2, self.theta
         )
+        if not cells.can_vary():  # every round is the data: no interval, every rank 1
+            thetas = np.full_like(thetas, np.nan)
+            extra = np.full_like(extra, np.nan)
         factor = self.scale.factor
         lower, upper = percentile_interval(self.scale.pin(thetas * factor, self.ref), confidence)
         ratings = self.scale.pin(self.theta * factor, self.ref)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -168,8 +169,13 @@ def fit_theta(t: PairTable, n_players: int, l2: float, x0: np.ndarray | None = N
     ``t.w`` and ``t.n`` of shape (pairs,) give one fit, theta (players,); of shape (R, pairs)
     they give R independent fits at once, theta (R, players): the bootstrap refits every
     resample in one batch of small solves, each problem stepping and stopping exactly as it
-    would alone. ``x0`` (players,) is the start of every fit.
+    would alone. ``x0`` (players,) is the start of every fit. ``l2`` must be a positive
+    number: without the ridge a player who wins or loses every game has no finite rating.
     """
+    if isinstance(l2, bool) or not (
+        isinstance(l2, int | float | np.floating | np.integer) and 0.0 < l2 < math.inf
+    ):
+        raise ValueError(f"l2 must be a positive finite number (got {l2!r})")
     single = np.ndim(t.w) == 1
     w_all = np.atleast_2d(np.asarray(t.w, float))
     n_all = np.atleast_2d(np.asarray(t.n, float))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 import tournaments.ratings.scale as rs
-from tournaments.ratings.bootstrap import Cells, Fit
+from tournaments.ratings.bootstrap import Cells, Fit, group_strata
 from tournaments.ratings.bradley_terry import (
     DEFAULT_L2,
     PairTable,
@@ -69,6 +69,7 @@ def paired_leaderboard(
     scale: rs.RatingScale = rs.ELO_SCALE,
     l2: float = DEFAULT_L2,
     clusters: Sequence[Hashable] | np.ndarray | None = None,
+    strata: Sequence[Hashable] | np.ndarray | None = None,
     players: Sequence[str] | None = None,
 ) -> PairedLeaderboard:
     """Rank the entries of one side by paired comparisons on identical markets.
@@ -97,6 +98,11 @@ def paired_leaderboard(
     one market id: when several market ids are the same instance met under different
     conditions (other opponents, other rules), they are correlated, and resampling whole
     instances keeps the intervals honest. Without it each market id is its own unit.
+    ``strata[i]`` (optional; one value for all records of one unit) names the stratum of
+    record i's unit, e.g. its config: a bootstrap round draws each stratum's own number of
+    units from that stratum alone, as a design with a fixed number of markets per config
+    has them. With one unit in every stratum no round can differ from the data: the
+    intervals are NaN and every rank is 1.
 
     Callers that hold codes pass ``players`` (sorted names) and ``entries`` as integer codes
     into it, and integer arrays as ``markets`` and ``clusters``: nothing is encoded again.
@@ -134,12 +140,22 @@ def paired_leaderboard(
     grid[entry_code, market_code] = vals
     if clusters is None:
         cluster_of_market, n_units = np.arange(n_markets), n_markets
+        unit_code = market_code
     else:
         cluster_code, n_units = labels(clusters, len(entry_code), "clusters")
         cluster_of_market = np.zeros(n_markets, np.int64)
         cluster_of_market[market_code] = cluster_code
         if not np.array_equal(cluster_of_market[market_code], cluster_code):
             raise ValueError("all records of one market must name the same cluster")
+        unit_code = cluster_code
+    stratum = None
+    if strata is not None:
+        stratum_code, _ = labels(strata, len(entry_code), "strata")
+        try:
+            stratum = group_strata((unit_code, n_units), stratum_code)
+        except ValueError:
+            unit = "cluster" if clusters is not None else "market"
+            raise ValueError(f"all records of one {unit} must name the same stratum") from None
     has = np.isfinite(grid)
     played = has.sum(axis=1)
 
@@ -158,6 +174,7 @@ def paired_leaderboard(
     cells, wins, ties, dsum = _pair_sums(
         grid, has, pi, pj, cluster_of_market, n_units, sign, tie_tol
     )
+    cells = replace(cells, stratum=stratum)
     n = np.bincount(cells.pair, cells.n, n_pairs)
     w = np.bincount(cells.pair, cells.w, n_pairs)
     table = PairTable(pi, pj, w, n)

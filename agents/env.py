@@ -25,6 +25,8 @@ Gymnasium/PettingZoo adapters all run on these two classes. The contract:
   ``buyer_surplus``, ``w_star``, ``capture``, ``efficiency``, ``trades``,
   ``turns_used``, ``seller_violations``, ``buyer_violations`` and ``return`` (the
   learner's rewards summed over the market: the seller's, or the sum over its buyers).
+  ``capture`` and ``efficiency`` are NaN where W* is 0 (not defined there; the
+  Gymnasium and PettingZoo adapters leave them out of their infos).
   ``BuyerEnv``'s first step also brings the markets that ended in ``reset``, on seller
   messages that asked nobody (their rows are not marked done: the learner never played
   them).

@@ -14,7 +14,17 @@ Spaces (``agents.spaces`` documents every entry): a ``Dict`` of ``observation`` 
 float32 vector of fixed size for the config's N and M, entries in [-1, 1]) and
 ``action_mask`` (int8), and a ``Discrete`` action: the convention of RLlib's and
 SB3-contrib's masking (``action_masks()`` is there too). A masked action is still played,
-as the violation or refusal it is in the market.
+as the violation or refusal it is in the market. An action outside the space (what
+``Discrete.contains`` accepts: a Python or numpy integer, or a 0-d integer array, in
+range; but not a bool, which it counts as an int) is refused with a TypeError or
+ValueError that names the space and what was given, before anything is played; the
+vector environment takes integers of shape (B,) (``agents.spaces.check_actions``).
+
+Episode metrics come in the ``info`` of the step that ends a market (``EPISODE_KEYS``,
+``agents.env``); ``capture`` and ``efficiency`` are left out where the market's W* is
+0 (they are not defined there), so no info holds NaN. The vector environment's infos
+follow Gymnasium's convention: a (B,) array per metric with its mask under ``"_" + name``,
+false in the rows that did not end or where the metric is not defined.
 
 Rewards are ``arena.rewards``'s, paid turn by turn: the seller gets (profit gained) /
 W*_T - penalty x violations; the buyer its own surplus gained over the range width.
@@ -47,7 +57,7 @@ from gymnasium.vector.utils import batch_space
 from agents import registry
 from agents.base import AGENT, BuyerPolicy, SellerPolicy
 from agents.env import BuyerEnv, SellerEnv, check_kinds, split_rows
-from agents.spaces import BUYER_SHARES, SELLER_OFFSETS, BuyerSpace, SellerSpace
+from agents.spaces import BUYER_SHARES, SELLER_OFFSETS, BuyerSpace, SellerSpace, check_action
 from arena.config import MarketConfig, load_market_file
 from arena.engine import BatchedMarket
 from arena.generator import generate_batch, generate_keyed_batch
@@ -167,10 +177,36 @@ def buyer_view(engine: BatchedMarket, buyer: int) -> BuyerObs:
 
 
 def _episode_info(episodes: dict[str, np.ndarray], row: int = 0) -> dict[str, float]:
+    """Row ``row``'s episode metrics; one that is not defined (``capture`` and
+    ``efficiency`` where W* is 0, NaN in ``agents.env``) is left out."""
     k = int(np.flatnonzero(episodes["rows"] == row)[0])
-    out = {name: float(episodes[name][k]) for name in EPISODE_KEYS if name in episodes}
+    out = {
+        name: float(episodes[name][k])
+        for name in EPISODE_KEYS
+        if name in episodes and np.isfinite(episodes[name][k])
+    }
     out["market"] = int(episodes["index"][k])
     return out
+
+
+def _vector_info(episodes: dict[str, np.ndarray], num_envs: int) -> dict[str, np.ndarray]:
+    """Episode metrics of the rows that ended, by Gymnasium's vector convention: each
+    metric a (B,) array with its mask under ``"_" + name``. A row's metric that is not
+    defined (NaN: ``capture`` and ``efficiency`` where W* is 0) is masked out (0 in the
+    array); a metric no row defines is left out."""
+    info: dict[str, np.ndarray] = {}
+    for name in (*EPISODE_KEYS, "index"):
+        if name not in episodes:
+            continue
+        values = np.asarray(episodes[name], float)
+        ok = np.isfinite(values)
+        if not ok.any():
+            continue
+        col, mask = np.zeros(num_envs), np.zeros(num_envs, bool)
+        col[episodes["rows"][ok]] = values[ok]
+        mask[episodes["rows"][ok]] = True
+        info[name], info["_" + name] = col, mask
+    return info
 
 
 class MarketSeeds:
@@ -253,7 +289,8 @@ class SellerGymEnv(MarketSeeds, gym.Env):
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self._env is None:
             raise RuntimeError("call reset() before step()")
-        step = self._env.step(self.space.decode(self._obs, np.asarray([action])))
+        action = check_action(action, self.space.num_actions, "seller")
+        step = self._env.step(self.space.decode(self._obs, action))
         self._obs = step.obs
         info = _episode_info(step.info["episodes"]) if step.done[0] else {}
         terminated = bool(self._env.engine.done[0])
@@ -358,17 +395,12 @@ class SellerVectorEnv(VectorEnv):
         if self._env is None:
             raise RuntimeError("call reset() before step()")
         restart = self._ended
-        step = self._env.step(self.space.decode(self._obs, np.asarray(actions)))
+        step = self._env.step(self.space.decode(self._obs, actions))
         reward = step.reward.copy()
         terminated = step.done.copy()
         info: dict[str, Any] = {}
         if terminated.any():
-            ep = step.info["episodes"]
-            for name in (*EPISODE_KEYS, "index"):
-                if name in ep:
-                    col = np.zeros(self.num_envs)
-                    col[ep["rows"]] = ep[name]
-                    info[name], info["_" + name] = col, terminated.copy()
+            info = _vector_info(step.info["episodes"], self.num_envs)
         if restart.any():  # next-step autoreset: the rows that ended on the last step
             self._env.restart(restart)
             self._memory.restart(restart)
@@ -503,9 +535,10 @@ class BuyerGymEnv(MarketSeeds, gym.Env):
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self._env is None:
             raise RuntimeError("call reset() before step()")
+        answer = check_action(action, self.space.num_actions, "buyer")
         reward = 0.0
         if not self._over():
-            step = self._env.step(self.space.decode(self._shown, np.asarray([action])))
+            step = self._env.step(self.space.decode(self._shown, answer))
             reward = float(step.reward[0, self.seat])
             self._obs, more = self._advance(step.obs)
             reward += more

@@ -20,6 +20,10 @@ rewards         after every step: the seller's ``(profit gained) / W*_T -
                 since it last acted.
 termination     a buyer when it has bought or left; everyone when the market ends
                 (T turns, every buyer served, or stock gone). Nothing truncates.
+infos           the seller's, when the market ends: its metrics (``agents.env``);
+                ``capture`` and ``efficiency`` are left out where W* is 0.
+actions         what the agent's ``Discrete`` space contains (a bool is not an
+                action); anything else is a TypeError or ValueError naming it.
 kinds           each buyer's kind (human or agent) as the market draws it
                 (``agent_share``); ``disclose=True`` makes agent buyers disclose under
                 the voluntary rule.
@@ -44,7 +48,7 @@ from pettingzoo.utils import wrappers
 from agents.base import BuyerPolicy
 from agents.env import SellerEnv
 from agents.gym_env import MarketSeeds, buyer_spaces, buyer_view, market_config, seller_spaces
-from agents.spaces import BUYER_SHARES, SELLER_OFFSETS, BuyerSpace, SellerSpace
+from agents.spaces import BUYER_SHARES, SELLER_OFFSETS, BuyerSpace, SellerSpace, check_action
 from arena.config import MarketConfig
 from arena.generator import generate_batch
 from arena.observation import BuyerObs
@@ -138,11 +142,13 @@ class MarketAEC(MarketSeeds, AECEnv):
         self._skip_agent_selection = None
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
+        """``agent``'s view now; a pure query (the seller's memory of refusals moves on
+        in ``step`` only, so a look between a message and its answer changes nothing)."""
         e = self._env.engine
         if agent == SELLER:
             obs = e.seller_observation()
             return {
-                "observation": self.seller_space.encode(obs, self._memory)[0],
+                "observation": self.seller_space.encode(obs, self._memory.copy())[0],
                 "action_mask": self.seller_space.mask(obs)[0],
             }
         i = int(agent.rsplit("_", 1)[1])
@@ -158,20 +164,24 @@ class MarketAEC(MarketSeeds, AECEnv):
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
+        side, space = (
+            ("seller", self.seller_space) if agent == SELLER else ("buyer", self.buyer_space)
+        )
+        action = check_action(action, space.num_actions, side)  # before anything changes
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         e = self._env.engine
         if agent == SELLER:
             obs = e.seller_observation()
             self.seller_space.encode(obs, self._memory)  # the memory sees every turn
-            prompt = self._env.send(self.seller_space.decode(obs, np.asarray([action])))
+            prompt = self._env.send(self.seller_space.decode(obs, action))
             if prompt is not None:
                 self._prompt = prompt
                 self.agent_selection = f"buyer_{int(prompt.buyer[0])}"
                 return  # the seller's turn is paid when its buyer has answered
             step = self._env.finish(None)
         else:
-            answer = self.buyer_space.decode(self._prompt, np.asarray([action]))
+            answer = self.buyer_space.decode(self._prompt, action)
             self._prompt = None
             step = self._env.finish(answer)
         self.agent_selection = SELLER
@@ -187,9 +197,7 @@ class MarketAEC(MarketSeeds, AECEnv):
                 self.terminations[a] = True
         if over:
             self.terminations[SELLER] = True
-            self.infos[SELLER] = {
-                k: float(v[0]) for k, v in step.info["episodes"].items() if k != "rows"
-            }
+            self.infos[SELLER] = _episode_info(step.info["episodes"])
         self._accumulate_rewards()
         self._deads_step_first()
 
@@ -200,6 +208,13 @@ class MarketAEC(MarketSeeds, AECEnv):
 
     def close(self) -> None:
         self._env = None
+
+
+def _episode_info(episodes: dict[str, np.ndarray]) -> dict[str, float]:
+    """The seller's info when the market ends: its metrics (``agents.env``), less one that
+    is not defined (``capture`` and ``efficiency`` where W* is 0, NaN there)."""
+    out = {k: float(v[0]) for k, v in episodes.items() if k != "rows"}
+    return {k: v for k, v in out.items() if np.isfinite(v)}
 
 
 raw_env = MarketAEC

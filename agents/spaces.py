@@ -46,7 +46,13 @@ pairs           9 N M  per (buyer, product), row-major: signal; signal - cost;
 ==============  =====  ============================================================
 
 The refusals come from a small memory of the market so far (``SellerMemory``), the
-only state an encoder keeps; everything else is in the observation.
+only state an encoder keeps; everything else is in the observation. The memory takes in
+the observations of the seller's turns only: a look at the market between a message and
+its answer (the message counted, the answer not yet in) encodes from a copy.
+
+Actions are checked before they are played (``check_action`` for one market,
+``check_actions`` for a batch): integers (not bools) in the space's range, one per
+market, or a TypeError / ValueError that names the space and what was given.
 
 Buyer (``BuyerSpace``)
 ======================
@@ -68,12 +74,14 @@ bid's price).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from agents.base import BuyerAction, SellerAction
 from arena.observation import ACCEPT, COUNTER, REJECT, BuyerObs, LastDecision, SellerObs
 from arena.prices import cents
+from arena.words import shown
 
 SELLER_OFFSETS: tuple[float, ...] = (-0.25, -0.15, -0.1, -0.06, -0.03, 0.0, 0.03, 0.07)
 """Price levels around a buyer's signal, as fractions of the range width."""
@@ -83,6 +91,63 @@ BUYER_SHARES: tuple[float, ...] = (0.0, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)
 _MARKET, _PRODUCT, _BUYER, _PAIR = 3, 3, 10, 9
 _BUYER_GLOBAL, _BUYER_PRODUCT = 7, 8
 _INVALID = int(LastDecision.INVALID)
+
+
+def _integer(dtype: np.dtype) -> bool:
+    """An integer dtype whose every value int64 holds (``Discrete.contains``'s rule); a
+    bool is not an integer here."""
+    return dtype.kind in "iu" and np.can_cast(dtype, np.int64)
+
+
+def _given(action: Any) -> str:
+    """What was given as an action, in one line: an array by its dtype and shape."""
+    if isinstance(action, np.ndarray) and action.ndim:
+        return f"an array of dtype {action.dtype} and shape {action.shape}"
+    return " ".join(shown(action, 60).split())
+
+
+def _in_range(a: np.ndarray, n: int, what: str) -> np.ndarray:
+    """Integer actions ``a`` as int64, each in [0, n), else a ValueError."""
+    out = (a < 0) | (a >= n)
+    if out.any():
+        raise ValueError(f"{what}: actions must lie in [0, {n}), got {a[out][0]}")
+    return a.astype(np.int64)
+
+
+def check_actions(action: Any, n: int, batch: int, side: str) -> np.ndarray:
+    """``batch`` markets' actions as int64 (batch,): an array (or sequence) of exactly
+    that shape, of an integer dtype (not bool), every entry in [0, n). Anything else
+    raises a TypeError (not integers) or a ValueError (shape, range) that names the
+    action space and what was given."""
+    what = f"{side} actions (Discrete({n}), one per market)"
+    try:
+        a = np.asarray(action)
+    except (TypeError, ValueError):  # a ragged sequence
+        a = np.asarray(None)
+    if not _integer(a.dtype):
+        raise TypeError(f"{what}: actions are integers, got {_given(action)}")
+    if a.shape != (batch,):
+        raise ValueError(f"{what}: expected shape ({batch},), got {_given(action)}")
+    return _in_range(a, n, what)
+
+
+def check_action(action: Any, n: int, side: str) -> np.ndarray:
+    """One market's action as int64 (1,): what ``Discrete(n).contains`` accepts (a
+    Python int, a numpy integer scalar or a 0-d integer array, in [0, n)), except a
+    bool. Anything else raises a TypeError (not an integer) or a ValueError (not one
+    value, outside the range) that names the action space and what was given."""
+    what = f"{side} action space Discrete({n})"
+    if isinstance(action, int) and not isinstance(action, bool):
+        if not 0 <= action < n:  # a Python int of any size, before numpy converts it
+            raise ValueError(f"{what}: actions must lie in [0, {n}), got {shown(action, 60)}")
+        return np.array([action], np.int64)
+    if not isinstance(action, np.generic | np.ndarray):
+        raise TypeError(f"{what}: an action is an integer, got {_given(action)}")
+    if action.shape != ():
+        raise ValueError(f"{what}: an action is one integer, got {_given(action)}")
+    if not _integer(action.dtype):
+        raise TypeError(f"{what}: an action is an integer, got {_given(action)}")
+    return _in_range(np.reshape(action, 1), n, what)
 
 
 def _norm(price: np.ndarray, lo: float, w: float) -> np.ndarray:
@@ -95,7 +160,9 @@ def _norm(price: np.ndarray, lo: float, w: float) -> np.ndarray:
 class SellerMemory:
     """The lowest price each buyer refused for each product (+inf: none), per batch row:
     what the seller's observation needs from earlier turns. Taking in the same
-    observation twice changes nothing."""
+    observation twice changes nothing. Only observations of the seller's turns may be
+    taken in: one between a message and its answer marks the message as answered, so
+    its refusal would be missed (``copy`` serves a look at such a moment)."""
 
     caps: np.ndarray  # (B, N, M)
     seen: np.ndarray  # (B, N) answers already taken in
@@ -107,6 +174,10 @@ class SellerMemory:
     def restart(self, rows: np.ndarray) -> None:
         self.caps[rows] = np.inf
         self.seen[rows] = 0
+
+    def copy(self) -> SellerMemory:
+        """An independent copy: encoding from it leaves this memory as it is."""
+        return SellerMemory(self.caps.copy(), self.seen.copy())
 
     def update(self, obs: SellerObs) -> None:
         new = obs.n_messages > self.seen
@@ -230,11 +301,10 @@ class SellerSpace:
         return np.clip(x, -1.0, 1.0).astype(np.float32)
 
     def decode(self, obs: SellerObs, action: np.ndarray) -> SellerAction:
-        """The message of each market's action (B,) (module docstring)."""
+        """The message of each market's action (B,) (module docstring); actions are
+        checked first (``check_actions``)."""
         self.check(obs)
-        a = np.asarray(action, np.int64).reshape(obs.batch_size)
-        if np.any((a < 0) | (a >= self.num_actions)):
-            raise ValueError(f"actions must lie in [0, {self.num_actions})")
+        a = check_actions(action, self.num_actions, obs.batch_size, "seller")
         k_all = self.levels
         pair, level = a // k_all, a % k_all
         to, product = pair // self.products, pair % self.products
@@ -337,11 +407,10 @@ class BuyerSpace:
         return np.clip(np.concatenate([head, per], axis=1), -1.0, 1.0).astype(np.float32)
 
     def decode(self, obs: BuyerObs, action: np.ndarray) -> BuyerAction:
-        """The answer of each market's action (B,)."""
+        """The answer of each market's action (B,); actions are checked first
+        (``check_actions``)."""
         self.check(obs)
-        a = np.asarray(action, np.int64).reshape(obs.batch_size)
-        if np.any((a < 0) | (a >= self.num_actions)):
-            raise ValueError(f"actions must lie in [0, {self.num_actions})")
+        a = check_actions(action, self.num_actions, obs.batch_size, "buyer")
         counter = a >= 2
         c = np.maximum(a - 2, 0)
         product, level = c // self.levels, c % self.levels
@@ -358,4 +427,12 @@ class BuyerSpace:
         )
 
 
-__all__ = ["BUYER_SHARES", "SELLER_OFFSETS", "BuyerSpace", "SellerMemory", "SellerSpace"]
+__all__ = [
+    "BUYER_SHARES",
+    "SELLER_OFFSETS",
+    "BuyerSpace",
+    "SellerMemory",
+    "SellerSpace",
+    "check_action",
+    "check_actions",
+]

@@ -1,5 +1,6 @@
 """The Gymnasium environments: Gymnasium's own checker, the documented spaces, seeding,
-the vector environment on the batched engine (next-step autoreset), the buyer seat."""
+the vector environment on the batched engine (next-step autoreset), the buyer seat,
+episode infos where W* is 0, torch's seeded stream left alone by a checkpoint opponent."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from arena.config import MarketConfig
 from arena.rewards import VIOLATION_PENALTY
 
 SMALL = MarketConfig(buyers=4, products=2, inventory=1, turns=6, agent_share=0.5)
+ZERO_WELFARE = MarketConfig(buyers=1, products=1, turns=1, cost_level=0.95)  # W* = 0 in some
 IMPATIENT = MarketConfig(
     buyers=3,
     products=2,
@@ -212,3 +214,51 @@ def test_a_vector_env_too_small_for_its_opponents_is_refused():
     env.reset(seed=0)
     assert [g.size for g in env._env.groups] == [9, 1]
     SellerVectorEnv(4, SMALL, ["truthful", "haggler"], weights=[1.0, 0.0])  # weight 0: fine
+
+
+def test_markets_where_welfare_is_zero_pass_the_checker_without_nan_in_infos():
+    """capture and efficiency are not defined where W* is 0: the single environment's
+    info leaves them out (NaN would fail the checker's info comparison)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(SellerGymEnv(ZERO_WELFARE), skip_render_check=True)
+    env = SellerGymEnv(ZERO_WELFARE)
+    zero = []
+    for seed in range(12):
+        env.reset(seed=seed)
+        *_, terminated, _, info = env.step(0)
+        assert terminated and all(np.isfinite(v) for v in info.values()), info
+        zero.append(info["w_star"] == 0)
+        assert ("capture" in info) == ("efficiency" in info) == (info["w_star"] > 0)
+    assert any(zero) and not all(zero)
+
+
+def test_vector_infos_mask_out_capture_where_welfare_is_zero():
+    """Gymnasium's vector convention: a metric's ``_name`` mask is false where it is not
+    defined, and no entry is NaN."""
+    vec = SellerVectorEnv(8, ZERO_WELFARE, markets="exact")
+    vec.reset(seed=0)
+    _, _, terminated, _, info = vec.step(np.zeros(8, np.int64))
+    assert terminated.all()
+    w = info["w_star"]
+    assert (w == 0).any() and (w > 0).any()
+    for name in ("capture", "efficiency"):
+        np.testing.assert_array_equal(info["_" + name], w > 0)
+    np.testing.assert_array_equal(info["_w_star"], terminated)
+    assert not any(np.isnan(v).any() for v in info.values())
+
+
+def test_a_checkpoint_opponent_leaves_torchs_seeded_stream_alone():
+    """Building a checkpoint's network draws its initial values from a fork of torch's
+    generator: the user's seeded stream goes on as if nothing was built."""
+    torch = pytest.importorskip("torch")
+    from agents.registry import SHIPPED
+    from agents.rl import checkpoint
+
+    torch.manual_seed(0)
+    a = torch.rand(3)
+    torch.manual_seed(0)
+    checkpoint.load(SHIPPED / "rl_buyer")  # not the shared copy: a network built here
+    SellerGymEnv(SMALL, "rl_buyer")
+    b = torch.rand(3)
+    assert torch.equal(a, b)

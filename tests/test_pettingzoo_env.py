@@ -1,5 +1,6 @@
-"""The market as a PettingZoo AEC game: PettingZoo's own API and seed tests, and a
-hand-scripted market with exact payoffs."""
+"""The market as a PettingZoo AEC game: PettingZoo's own API and seed tests, a
+hand-scripted market with exact payoffs, observe() as a pure query, the seller's info
+where W* is 0."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from arena.config import MarketConfig
 from arena.generator import generate
 from arena.oracle import welfare_bound
 
+REFUSALS = MarketConfig(buyers=3, products=2, inventory=1, turns=8)
+ZERO_WELFARE = MarketConfig(buyers=1, products=1, turns=1, cost_level=0.95)  # W* = 0 in some
 VOLUNTARY = MarketConfig(
     buyers=3,
     products=2,
@@ -79,3 +82,50 @@ def test_reset_with_a_seed_replays_and_reset_without_moves_on():
     game.reset(seed=7)
     np.testing.assert_array_equal(game.observe(SELLER)["observation"], a)
     assert not np.array_equal(a, b)
+
+
+def _seller_views(seed: int, peek: bool) -> list[np.ndarray]:
+    """The seller's observation at each of its turns in market 0 of ``seed``, every agent
+    playing a legal action drawn from a generator of ``seed``; with ``peek``, every agent
+    is also observed after every step (between the seller's message and its answer
+    too)."""
+    game = MarketAEC(REFUSALS)
+    game.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    views = []
+    for agent in game.agent_iter():
+        obs, _, terminated, truncated, _ = game.last()
+        if agent == SELLER:
+            views.append(obs["observation"].copy())
+        legal = np.flatnonzero(obs["action_mask"])
+        done = terminated or truncated or legal.size == 0
+        game.step(None if done else int(rng.choice(legal)))
+        if peek:
+            for other in game.agents:
+                game.observe(other)
+    return views
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_observe_is_a_pure_query(seed):
+    """Looking at the seller between its message and the buyer's answer changes none of
+    its later observations (its memory of refusals moves on in step only)."""
+    plain, peeked = _seller_views(seed, peek=False), _seller_views(seed, peek=True)
+    assert len(plain) == len(peeked) > 2
+    for a, b in zip(plain, peeked, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_sellers_info_holds_no_nan_where_welfare_is_zero():
+    """capture and efficiency are not defined where W* is 0: left out, not NaN."""
+    game = MarketAEC(ZERO_WELFARE)
+    zero = []
+    for seed in range(12):
+        game.reset(seed=seed)
+        while not game.terminations[SELLER]:
+            game.step(0)  # the one offer; the buyer rejects
+        info = game.infos[SELLER]
+        assert all(np.isfinite(v) for v in info.values()), info
+        zero.append(info["w_star"] == 0)
+        assert ("capture" in info) == ("efficiency" in info) == (info["w_star"] > 0)
+    assert any(zero) and not all(zero)

@@ -440,10 +440,13 @@ def _first_line(err: BaseException) -> str:
 
 
 def _policy(data: CheckpointData, policy: dict[str, Any], **kwargs: Any) -> RLSeller | RLBuyer:
-    """The policy of a checked config, with a fresh network (its weights not loaded)."""
+    """The policy of a checked config, with a fresh network (its weights not loaded).
+    The network's initial values are drawn from a fork of torch's generator: building a
+    policy leaves the caller's seeded torch stream as it was."""
     cls, net_cls, cfg_cls, _ = POLICY_CLASSES[policy["class"]]
     try:
-        net = net_cls(cfg_cls(**policy["net"]))
+        with torch.random.fork_rng(devices=[]):
+            net = net_cls(cfg_cls(**policy["net"]))
         params = cls.from_checkpoint_params(policy["params"])
         return cls(net, **params, **kwargs)
     except (TypeError, ValueError, RuntimeError) as err:  # RuntimeError: torch's, on sizes

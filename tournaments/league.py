@@ -18,6 +18,8 @@ A round ``r >= 1``:
 2. Freeze. Every learner's checkpoint joins its side's pool under the name
    ``PREFIX_sR`` (sellers) or ``PREFIX_bR`` (buyers) (``_k`` appended with several
    learners per side); the side's newest snapshot is its best-rated learner of the round.
+   (The best responses of step 4 are ``PREFIX_xsR`` and ``PREFIX_xbR``; a config whose
+   pools name any of these is refused when it is read, ``league_config._check_pool_names``.)
 3. Round robin. The new snapshots play every member of the other side's pool on the
    league's configs and rules, with common random numbers, in the league's one store
    (``DIR/results.sqlite``). The store's spec grows by the new entries each round and
@@ -25,11 +27,13 @@ A round ``r >= 1``:
    nothing stored is replayed. Ratings are fitted over every stored market with the same
    pinned reference, so every generation sits on one scale.
 4. Exploitability of each newest snapshot: a fresh best response (a PPO run from the
-   other side's ``exploit_init``, the shipped RL agent by default, with the fixed budget
-   ``exploit_iterations``) trains against the frozen snapshot alone, then plays it on the
-   round robin's markets. Exploitability = its mean market score (the rating score, 0..1,
-   from its side) minus that of the best pool member against the same snapshot, paired
-   per market instance, with a 95% interval.
+   other side's ``exploit_init``, by default its ``init``: the shipped RL agent in
+   ``league.toml``; where that is "", fresh weights and the base config's warm start,
+   its ``imitate``; with the fixed budget ``exploit_iterations``) trains against the
+   frozen snapshot alone, then plays it on the round robin's markets. Exploitability =
+   its mean market score (the rating score, 0..1, from its side) minus that of the best
+   pool member against the same snapshot, paired per market instance, with a 95%
+   interval.
 
 Round 0 is the round robin of the initial pools (scripted and shipped agents) and the
 exploitability of the shipped agents. The best responses of round ``r`` and the learners
@@ -186,6 +190,15 @@ def _check_workers(workers: int, address: str | None, use_ray: bool) -> None:
     started = ray is not None and ray.is_initialized()
     local = use_ray and not (address or os.environ.get("RAY_ADDRESS") or started)
     limits.check_workers(workers, (os.cpu_count() or 1) if local else None)
+
+
+def _start(base, init: str) -> dict[str, object]:
+    """The fields of a learner's start: from the checkpoint ``init`` without the base
+    config's warm start (no ``imitate``, no imitation iterations), or, where ``init`` is
+    "", fresh weights with that warm start."""
+    if not init:
+        return {"init": "", "imitate": base.imitate}
+    return {"init": init, "imitate": "", "imitation_iterations": 0}
 
 
 class _League:
@@ -481,8 +494,7 @@ class _League:
                     name=name,
                     seed=keyed_seed(cfg.seed, f"league|{side}|{r}|{k}") % 2**31,
                     iterations=sc.iterations,
-                    init=init,
-                    imitate="" if init else sc.base.imitate,
+                    **_start(sc.base, init),
                     opponents=opponents,
                 )
                 jobs.append(learner_job(tcfg, rd / f"{side}{suffix}"))
@@ -503,8 +515,7 @@ class _League:
                 name=f"{self.cfg.snapshot_prefix}_x{_LETTER[other]}{r}",
                 seed=keyed_seed(self.cfg.seed, f"exploit|{side}|{r}") % 2**31,
                 iterations=sc.exploit_iterations,
-                init=sc.exploit_init,
-                imitate="" if sc.exploit_init else sc.base.imitate,
+                **_start(sc.base, sc.exploit_init),
                 opponents=(Opponent(learner_opponent(self.cfg, target)),),
             )
             out = self.round_dir(r) / f"exploit_{side}"

@@ -8,11 +8,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from arena.config import read_toml
+from arena.words import shown
 from tournaments.metastrategy import META_STRATEGIES
 from tournaments.spec import SpecError, TournamentSpec, spec_from_dict
 
@@ -30,9 +32,12 @@ class SideConfig:
 
     side: str
     base: Any
-    """The ``TrainConfig`` every learner of the side starts from (its market family and
-    hyper-parameters, with the ``[SIDE.train]`` overrides); a round sets ``name``,
-    ``seed``, ``iterations``, ``init`` and ``opponents``."""
+    """The ``TrainConfig`` every learner of the side starts from: the side's training
+    config with ``[league]``'s ``threads``, ``eval_markets`` and ``checkpoint_every``
+    (``eval_every`` 0), the ``[SIDE.train]`` overrides and the base configs ``[SIDE]
+    family`` names. A round sets ``name``, ``seed``, ``iterations``, ``init`` and
+    ``opponents`` (``_SET_BY_LEAGUE``: what ``[SIDE.train]`` may not set), and drops
+    ``imitate`` where it starts from a checkpoint."""
     pool: tuple[str, ...]
     """The initial pool: registry names, population names (buyers) or checkpoint paths."""
     iterations: int
@@ -44,7 +49,8 @@ class SideConfig:
     """PPO iterations of the best response trained against the other side's newest
     snapshot."""
     exploit_init: str = ""
-    """The best response's starting checkpoint ("": fresh weights, no warm start)."""
+    """The best response's starting checkpoint (by default ``init``; "": fresh weights and
+    the base config's warm start, its ``imitate``, as for ``init``)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,22 @@ _SIDE_KEYS = {
     "exploit_iterations",
     "exploit_init",
 }
+_SET_BY_LEAGUE = {
+    "name": "from [league] prefix",
+    "seed": "from [league] seed",
+    "side": "from its table, [{side}]",
+    "iterations": "from [{side}] iterations",
+    "init": "from [{side}] init",
+    "opponents": "from the [{other}] pool",
+    "family": "from [{side}] family (names of the training config's base configs)",
+    "threads": "from [league] threads",
+    "eval_markets": "from [league] eval_markets",
+    "checkpoint_every": "from [league] checkpoint_every",
+    "eval_every": "to 0 (a learner is evaluated at its end)",
+}
+"""The training config fields a ``[SIDE.train]`` table may not set: the league sets them
+itself, from where each says (a per-side value would be overwritten, or, for ``family``,
+not be a family at all)."""
 
 
 def load_league_config(path: str, **overrides: Any) -> LeagueConfig:
@@ -188,16 +210,11 @@ def league_from_dict(
     data: dict[str, Any], *, base: str = ".", source: str = "", **overrides: Any
 ) -> LeagueConfig:
     """A league config from parsed TOML; paths are relative to ``base``."""
-    from agents.rl.config import TrainConfig, load_train_config
-
-    # What [seller.train] / [buyer.train] may set: a training config's fields.
-    train_keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"source"}
-
     unknown = sorted(set(data) - {"league", "seller", "buyer", "tournament", "populations",
                                   "configs"})  # fmt: skip
     if unknown:
         raise LeagueError(f"unknown table(s) {', '.join(unknown)}")
-    league = dict(data.get("league", {}))
+    league = _table(data, "league", {})
     bad = sorted(set(league) - _LEAGUE_KEYS)
     if bad:
         raise LeagueError(f"unknown [league] key(s) {', '.join(bad)}")
@@ -211,75 +228,8 @@ def league_from_dict(
             league.pop("checkpoint_every", 5), "league.checkpoint_every", least=0
         ),
     }
-    sides = {}
-    for side in SIDES:
-        table = data.get(side)
-        if not isinstance(table, dict):
-            raise LeagueError(f"no [{side}] table")
-        bad = sorted(set(table) - _SIDE_KEYS)
-        if bad:
-            raise LeagueError(f"unknown [{side}] key(s) {', '.join(bad)}")
-        if "config" not in table:
-            raise LeagueError(f"{side}.config: the training config its learners start from")
-        if not isinstance(table["config"], str) or not table["config"]:
-            raise LeagueError(f"{side}.config: expected a path, got {table['config']!r}")
-        cfg_path = _path(table["config"], base)
-        if not isinstance(table.get("train", {}), dict):
-            raise LeagueError(f"[{side}.train]: expected a table of training options")
-        overrides_train = dict(table.get("train", {}))
-        known_train = set(overrides_train) & {"name", "seed", "iterations", "init", "opponents"}
-        if known_train:
-            raise LeagueError(
-                f"[{side}.train] sets {', '.join(sorted(known_train))}: the league sets those"
-            )
-        unknown_train = sorted(set(overrides_train) - train_keys)
-        if unknown_train:
-            raise LeagueError(f"unknown [{side}.train] key(s) {', '.join(unknown_train)}")
-        overrides_train.update(train_common)
-        try:
-            train = load_train_config(cfg_path)
-            train = dataclasses.replace(train, **overrides_train)
-        except (TypeError, ValueError) as err:
-            raise LeagueError(f"{side}.config: {err}") from None
-        if train.side != side:
-            raise LeagueError(f"{side}.config: {cfg_path} trains a {train.side}")
-        family = table.get("family")
-        if family is not None:
-            names = dict(train.family.configs)
-            missing = [n for n in family if n not in names]
-            if missing or not family:
-                raise LeagueError(f"{side}.family: no base config {missing[:1] or '[]'}")
-            train = dataclasses.replace(
-                train,
-                family=dataclasses.replace(
-                    train.family, configs=tuple((n, names[n]) for n in family)
-                ),
-            )
-        # Paths in the training config resolve against its own folder; the league's
-        # learners name everything by absolute path or registry name instead.
-        train = dataclasses.replace(train, source="")
-        pool = table.get("pool")
-        if not isinstance(pool, list) or not pool or not all(isinstance(x, str) for x in pool):
-            raise LeagueError(f"{side}.pool: a non-empty list of entries")
-        init = _checkpoint_dir(table.get("init", ""), base, f"{side}.init")
-        exploit_init = _checkpoint_dir(
-            table.get("exploit_init", table.get("init", "")), base, f"{side}.exploit_init"
-        )
-        _check_start(train, init, f"{side}.init")
-        if exploit_init != init:
-            _check_start(train, exploit_init, f"{side}.exploit_init")
-        sides[side] = SideConfig(
-            side=side,
-            base=train,
-            pool=tuple(_entry_path(x, base) for x in pool),
-            iterations=_int(table.get("iterations", 20), f"{side}.iterations"),
-            init=init,
-            exploit_iterations=_int(
-                table.get("exploit_iterations", 10), f"{side}.exploit_iterations"
-            ),
-            exploit_init=exploit_init,
-        )
-    t = dict(data.get("tournament", {}))
+    sides = {side: _side_config(side, _table(data, side), base, train_common) for side in SIDES}
+    t = _table(data, "tournament", {})
     for key in ("sellers", "buyers"):
         if key in t:
             raise LeagueError(f"tournament.{key}: the pools are the league's [seller]/[buyer] pool")
@@ -288,8 +238,8 @@ def league_from_dict(
             "tournament.agents: a league loads entries of one's own from the command line "
             "(arena league CONFIG.toml --agents FILE.py)"
         )
-    tournament = {"tournament": t, "populations": dict(data.get("populations", {}))}
-    tournament["configs"] = data.get("configs", {})
+    tournament = {"tournament": t, "populations": _table(data, "populations", {})}
+    tournament["configs"] = data.get("configs", {})  # the spec checks its tables
     name = league.pop("name", "league")
     cfg = LeagueConfig(
         name=name,
@@ -302,11 +252,157 @@ def league_from_dict(
     # The initial round robin must be a valid spec (entries, populations, configs).
     pools = {side: list(cfg.side(side).pool) for side in SIDES}
     try:
-        round_robin_spec(cfg, pools["seller"], pools["buyer"], check=True)
+        spec = round_robin_spec(cfg, pools["seller"], pools["buyer"], check=True)
     except SpecError as err:
         raise LeagueError(f"the round robin: {err}") from None
+    _check_pool_names(cfg, spec)
     _check_learner_kinds(cfg)
     return cfg
+
+
+def _table(data: dict[str, Any], key: str, default: dict | None = None) -> dict[str, Any]:
+    """``data[key]`` as a table (a copy); a missing one is ``default``, or an error where
+    there is none."""
+    x = data.get(key, default)
+    if x is None:
+        raise LeagueError(f"no [{key}] table")
+    if not isinstance(x, dict):
+        tables = isinstance(x, list) and bool(x) and all(isinstance(v, dict) for v in x)
+        got = f"[[{key}]], an array of tables" if tables else shown(x)
+        raise LeagueError(f"{key}: expected one [{key}] table, got {got}")
+    return dict(x)
+
+
+def _side_config(
+    side: str, table: dict[str, Any], base: str, train_common: dict[str, Any]
+) -> SideConfig:
+    """One side's ``[SIDE]`` table, its training config and its starts checked."""
+    bad = sorted(set(table) - _SIDE_KEYS)
+    if bad:
+        raise LeagueError(f"unknown [{side}] key(s) {', '.join(bad)}")
+    train = _side_train(side, table, base, train_common)
+    pool = table.get("pool")
+    if not isinstance(pool, list) or not pool or not all(isinstance(x, str) for x in pool):
+        raise LeagueError(f"{side}.pool: a non-empty list of entries")
+    init = _checkpoint_dir(table.get("init", ""), base, f"{side}.init")
+    exploit_init = _checkpoint_dir(
+        table.get("exploit_init", table.get("init", "")), base, f"{side}.exploit_init"
+    )
+    _check_start(train, init, f"{side}.init")
+    if exploit_init != init:
+        _check_start(train, exploit_init, f"{side}.exploit_init")
+    return SideConfig(
+        side=side,
+        base=train,
+        pool=tuple(_entry_path(x, base) for x in pool),
+        iterations=_int(table.get("iterations", 20), f"{side}.iterations"),
+        init=init,
+        exploit_iterations=_int(table.get("exploit_iterations", 10), f"{side}.exploit_iterations"),
+        exploit_init=exploit_init,
+    )
+
+
+def _side_train(side: str, table: dict[str, Any], base: str, train_common: dict[str, Any]):
+    """The side's base ``TrainConfig`` (``SideConfig.base``); each error names the key it
+    comes from: ``SIDE.config``, ``league``, ``[SIDE.train]`` or ``SIDE.family``."""
+    from agents.rl.config import load_train_config
+
+    if "config" not in table:
+        raise LeagueError(f"{side}.config: the training config its learners start from")
+    if not isinstance(table["config"], str) or not table["config"]:
+        raise LeagueError(f"{side}.config: expected a path, got {table['config']!r}")
+    cfg_path = _path(table["config"], base)
+    overrides = _train_overrides(side, table.get("train", {}))
+    try:
+        train = load_train_config(cfg_path)
+    except (TypeError, ValueError) as err:
+        raise LeagueError(f"{side}.config: {err}") from None
+    if train.side != side:
+        raise LeagueError(f"{side}.config: {cfg_path} trains a {train.side}")
+    train = _replaced(train, train_common, "league")
+    train = _replaced(train, overrides, f"[{side}.train]")
+    train = _chosen_configs(train, table.get("family"), f"{side}.family", cfg_path)
+    # Paths in the training config resolve against its own folder; the league's
+    # learners name everything by absolute path or registry name instead.
+    return dataclasses.replace(train, source="")
+
+
+def _train_overrides(side: str, table: Any) -> dict[str, Any]:
+    """``[SIDE.train]``: training config fields, none of those the league sets itself."""
+    from agents.rl.config import TrainConfig
+
+    if not isinstance(table, dict):
+        raise LeagueError(f"[{side}.train]: expected a table of training options")
+    taken = sorted(set(table) & set(_SET_BY_LEAGUE))
+    if taken:
+        other = "buyer" if side == "seller" else "seller"
+        where = ", ".join(f"{k} {_SET_BY_LEAGUE[k].format(side=side, other=other)}" for k in taken)
+        raise LeagueError(f"[{side}.train] sets {', '.join(taken)}: the league sets {where}")
+    keys = {f.name for f in dataclasses.fields(TrainConfig)} - {"source"}
+    unknown = sorted(set(table) - keys)
+    if unknown:
+        raise LeagueError(f"unknown [{side}.train] key(s) {', '.join(unknown)}")
+    return dict(table)
+
+
+def _replaced(train, changes: dict[str, Any], what: str):
+    """``train`` with ``changes``; an error names ``what`` set them. An AttributeError is
+    one too: a value of a type the training config's own checks do not look at (as a
+    ``family`` that is no family was) must not end in a traceback."""
+    try:
+        return dataclasses.replace(train, **changes)
+    except (TypeError, ValueError, AttributeError) as err:
+        raise LeagueError(f"{what}: {err}") from None
+
+
+def _chosen_configs(train, family: Any, what: str, cfg_path: str):
+    """``train`` on the base configs of its family that ``[SIDE] family`` names (a list of
+    their names; None: all of them)."""
+    if family is None:
+        return train
+    if isinstance(family, str):
+        raise LeagueError(f"{what}: write a list of base config names, as [{family!r}]")
+    if not (isinstance(family, list) and family and all(isinstance(n, str) for n in family)):
+        got = shown(family)
+        raise LeagueError(f"{what}: expected a non-empty list of base config names, got {got}")
+    names = dict(train.family.configs)
+    missing = [n for n in family if n not in names]
+    if missing:
+        raise LeagueError(
+            f"{what}: no base config {missing[0]!r} in {cfg_path} (it has {', '.join(names)})"
+        )
+    configs = tuple((n, names[n]) for n in family)
+    try:
+        return dataclasses.replace(train, family=dataclasses.replace(train.family, configs=configs))
+    except ValueError as err:
+        raise LeagueError(f"{what}: {err}") from None
+
+
+def _check_pool_names(cfg: LeagueConfig, spec: TournamentSpec) -> None:
+    """No pool entry may play under a name the league gives its own checkpoints
+    (``tournaments.league``): snapshots ``PREFIX_sR`` and ``PREFIX_bR`` (``_K`` appended
+    with several learners a side), best responses ``PREFIX_xsR`` and ``PREFIX_xbR``, in
+    any round (``--rounds`` may grow a league). Else the round robin meets that name
+    twice a round in, and on every rerun. ``spec`` is the initial round robin's: its
+    entries are the names the pools play under (a checkpoint's from its config.json)."""
+    from agents.registry import VARIANT_SUFFIXES
+
+    prefix = cfg.snapshot_prefix
+    number = r"(0|[1-9]\d*)"
+    learner = f"_{number}" if cfg.learners > 1 else ""
+    made = re.compile(rf"{re.escape(prefix)}_([sb][1-9]\d*{learner}|x[sb]{number})")
+    for side, names in (("seller", spec.sellers), ("buyer", spec.buyers)):
+        for entry, name in zip(cfg.side(side).pool, names, strict=True):
+            plain = name
+            for suffix in VARIANT_SUFFIXES:  # a variant registers its checkpoint's name too
+                plain = plain.removesuffix(suffix)
+            if made.fullmatch(plain):
+                what = repr(name) if entry == name else f"{entry!r} (named {name!r})"
+                raise LeagueError(
+                    f"{side}.pool: {what} has a name the league gives its own snapshots and "
+                    f"best responses ({prefix}_sR, {prefix}_bR, {prefix}_xsR, {prefix}_xbR); "
+                    "choose another [league] prefix"
+                )
 
 
 def _check_learner_kinds(cfg: LeagueConfig) -> None:
@@ -364,9 +460,13 @@ def _check_start(train, path: str, what: str) -> None:
         raise LeagueError(f"{what}: {err}") from None
 
 
-def _checkpoint_dir(name: str, base: str, what: str) -> str:
+def _checkpoint_dir(name: Any, base: str, what: str) -> str:
     """A learner's start: "" (fresh), a checkpoint directory, or a registry entry built
     from one (a shipped RL agent), as an absolute path."""
+    if not isinstance(name, str):  # before its truth: ``init = 0`` is no fresh start
+        raise LeagueError(
+            f"{what}: expected a checkpoint directory or an RL agent's name, got {shown(name)}"
+        )
     if not name:
         return ""
     if "/" in name or name.startswith("."):

@@ -69,6 +69,12 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "nocontent":
             self._send(200, json.dumps({"choices": [{"message": {}}]}).encode())
             return
+        if mode == "drip":  # a valid reply, 8 bytes every 0.3 s: each read comes in time
+            self._drip(json.dumps({"choices": [{"message": {"content": "SAY: hi"}}]}).encode())
+            return
+        if mode in ("huge", "huge_unsized"):  # a valid reply, past any sane size
+            self._huge(sized=mode == "huge")
+            return
         view = body["messages"][1]["content"]
         if view.startswith("You are the seller"):
             text = _seller_reply(view, body["seed"])
@@ -81,6 +87,30 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": len(view.split()), "completion_tokens": len(text.split())},
         }
         self._send(200, json.dumps(reply).encode())
+
+    def _drip(self, payload: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        try:
+            for start in range(0, len(payload), 8):
+                self.wfile.write(payload[start : start + 8])
+                self.wfile.flush()
+                time.sleep(0.3)
+        except OSError:  # the client gave up on it
+            pass
+
+    def _huge(self, sized: bool) -> None:
+        payload = json.dumps({"choices": [{"message": {"content": "SAY: " + "x" * 2**21}}]})
+        self.send_response(200)
+        if sized:
+            self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()  # unsized: the body ends when the connection closes
+        try:
+            self.wfile.write(payload.encode())
+        except OSError:  # the client stopped reading
+            pass
+        self.close_connection = True
 
     def _send(self, status: int, payload: bytes) -> None:
         self.send_response(status)
@@ -180,6 +210,29 @@ def test_failed_requests_are_counted_violations_in_bounded_time(server, tmp_path
                 "truncated": "connection: IncompleteRead",
                 "nothttp": "connection: BadStatusLine"}[mode]  # fmt: skip
     assert errors == {expected}
+
+
+def test_the_time_out_holds_for_the_whole_request_however_the_reply_trickles_in(server, tmp_path):
+    server.mode = "drip"  # 50 bytes: 1.8 s in all, though no read waits over 0.3 s
+    log = tmp_path / "served.jsonl"
+    seller = ServedSeller(base_url=server.url, timeout=1.0, record=str(log))
+    one_turn = MarketConfig(buyers=3, products=2, inventory=1, turns=1)
+    t0 = time.perf_counter()
+    engine = play_batch(generate_batch(one_turn, 1, 1), seller, Truthful())
+    assert time.perf_counter() - t0 < 1.5
+    assert engine.seller_violations[0, 1] == 1
+    [line] = [json.loads(x) for x in log.read_text().splitlines()]
+    assert line["error"] == "timeout" and line["elapsed_s"] < 1.5
+
+
+@pytest.mark.parametrize("mode", ["huge", "huge_unsized"])
+def test_a_reply_past_the_size_cap_is_a_counted_bad_reply(server, tmp_path, mode):
+    server.mode = mode
+    log = tmp_path / "served.jsonl"
+    seller = ServedSeller(base_url=server.url, timeout=5.0, record=str(log))
+    engine = play_batch(generate_batch(CFG, 1, 1), seller, Truthful())
+    assert engine.seller_violations[0, 1] == CFG.turns
+    assert {json.loads(x)["error"] for x in log.read_text().splitlines()} == {"bad_reply"}
 
 
 def test_a_rejected_key_or_model_is_one_clear_error(server):

@@ -110,6 +110,62 @@ def test_resuming_with_another_config_is_refused(run, tmp_path):
         lm_train.train(other, out, resume=True, progress=False)
 
 
+def _truncate(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "says"),
+    [
+        ("latest/optimizer.safetensors", _truncate, "incomplete metadata"),  # a traceback
+        ("latest/optimizer.json", lambda _: b"{not json", "Expecting property name"),
+        ("latest/position.json", lambda _: b"garbage", "Expecting value"),  # no file named
+        ("latest/position.json", lambda _: b'{"stage": "xyz", "step": 3}', "stage 'xyz'"),
+        ("latest/position.json", lambda _: b'{"stage": "grpo", "step": 99}', "step 99"),
+        ("curve.csv", lambda _: b"stage,step\nfoo,3\n", "line 2 has stage 'foo'"),
+    ],
+)
+def test_resuming_from_a_damaged_checkpoint_is_one_error_line_naming_the_file(
+    run, tmp_path, name, damage, says
+):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    shutil.copytree(run[0], out)
+    (out / name).write_bytes(damage((out / name).read_bytes()))
+    done = subprocess.run(
+        [sys.executable, "-m", "agents.lm.train", "agents/lm/configs/smoke.toml",
+         "--out", str(out), "--resume"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"agents.lm.train: error: {out / name}: damaged checkpoint (")
+    assert says in lines[0]
+
+
+@pytest.mark.parametrize("analyst", [0, 3])
+def test_a_teacher_that_reads_private_values_is_refused_before_anything_is_written(
+    tmp_path, analyst
+):
+    import dataclasses
+
+    from agents.lm.analyst import NarratedTeacher
+    from agents.scripted.sellers import OracleSeller
+
+    cfg = dataclasses.replace(TINY, teacher="oracle", analyst=analyst)
+    with pytest.raises(ValueError, match="teacher: oracle reads the buyers' private values"):
+        lm_train.train(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="OracleSeller reads the buyers' private values"):
+        NarratedTeacher(OracleSeller())
+
+
 def test_the_shipped_config_parses_and_bad_keys_are_named(tmp_path):
     cfg = LMTrainConfig.from_toml(ROOT / "agents/lm/configs/seller.toml")
     assert cfg.policy == "LMSeller" and cfg.teacher == "greedy_matcher"

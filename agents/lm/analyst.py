@@ -138,13 +138,20 @@ class NarratedTeacher(SellerPolicy):
     (``records``: dicts with ``market`` (row), ``turn``, ``prompt``, ``completion``).
 
     The action comes from parsing those texts, as a model's would, so the conversation the
-    next prompt shows holds these very messages."""
+    next prompt shows holds these very messages. A teacher that reads the buyers' private
+    values is refused: they are not handed on (the model never sees them)."""
 
     teacher: SellerPolicy
     analyst: Analyst = field(default_factory=Analyst)
     records: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if getattr(self.teacher, "sees_private", False):
+            raise ValueError(
+                f"{type(self.teacher).__name__} reads the buyers' private values, which a "
+                "narrated teacher does not hand on: narrate a seller that plays from public "
+                "information"
+            )
         self.kind = self.teacher.kind
 
     @property

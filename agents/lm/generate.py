@@ -73,17 +73,26 @@ class KeyedSampler(LogitsProcessor):
         return out
 
 
+def encode_text(tokenizer, text: str) -> list[int]:
+    """Token ids of market text, every character of it as text: a message that writes
+    ``<eos>`` or ``<pad>`` is those characters, never the special token, so that the text
+    decodes back to itself. Special tokens are added by the code alone (the end-of-text
+    token after a training completion)."""
+    return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
 def encode_prompts(
     tokenizer, prompts: Sequence[str], max_prompt_tokens: int, head_chars: Sequence[int] | None
 ) -> list[list[int]]:
-    """Token ids of each prompt, cut to ``max_prompt_tokens`` (head and latest tokens)."""
+    """Token ids of each prompt (``encode_text``), cut to ``max_prompt_tokens`` (head and
+    latest tokens)."""
     out = []
     for k, text in enumerate(prompts):
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = encode_text(tokenizer, text)
         if len(ids) > max_prompt_tokens:
             head = []
             if head_chars is not None and head_chars[k] > 0:
-                head = tokenizer(text[: head_chars[k]], add_special_tokens=False)["input_ids"]
+                head = encode_text(tokenizer, text[: head_chars[k]])
                 head = head[: max_prompt_tokens // 2]
             ids = head + ids[len(ids) - (max_prompt_tokens - len(head)) :]
         out.append(ids)

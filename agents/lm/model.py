@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from agents.command import nonneg_int, run_guarded
+from agents.command import nonneg_int, one_line, run_guarded
 from agents.lm.prompts import CUE
 from agents.rollout import play_batch
 from agents.torch_device import torch_device
@@ -170,25 +171,81 @@ def build_tiny(out_dir: str | Path, config: TinyModelConfig | None = None) -> Pa
     return out
 
 
+class _NoLoadReport(logging.Filter):
+    """Drops transformers' LOAD REPORT (weights missing, unexpected or of another shape):
+    ``load`` turns what it lists into one error line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in record.getMessage()
+
+
+def _load_weights(p: Path) -> torch.nn.Module:
+    """The model of ``p``'s config.json with every weight from its safetensors: a file that
+    lacks one (transformers would fill it at random), holds one the model has no place for,
+    or one of another shape is a ``ValueError`` naming it, as is a damaged file."""
+    weights = p / "model.safetensors" if (p / "model.safetensors").is_file() else p
+    report = logging.getLogger("transformers.modeling_utils")
+    quiet = _NoLoadReport()
+    report.addFilter(quiet)
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            p,
+            use_safetensors=True,
+            trust_remote_code=False,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported in ``info``, refused below
+        )
+    except SafetensorError as err:  # a damaged file; neither a ValueError nor an OSError
+        raise ValueError(f"{p}: cannot read the weights ({err})") from None
+    finally:
+        report.removeFilter(quiet)
+    problems = {
+        "missing": _untied(model, set(info["missing_keys"])),
+        "unexpected": set(info["unexpected_keys"]),
+        "of another shape": {k[0] if isinstance(k, tuple) else k for k in info["mismatched_keys"]},
+    }
+    said = [f"{what}: {_names(keys)}" for what, keys in problems.items() if keys]
+    if said:
+        raise ValueError(f"{weights}: the weights do not fit config.json ({'; '.join(said)})")
+    return model
+
+
+def _untied(model: torch.nn.Module, missing: set[str]) -> set[str]:
+    """The missing weights that no loaded one stands for: a tied weight (the output layer
+    of a model that ties it to the input embeddings) is the tensor of one that was loaded."""
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    shared = {n: others for others in names.values() for n in others}
+    return {k for k in missing if all(o in missing for o in shared.get(k, [k]))}
+
+
+def _names(keys: set[str], shown: int = 3) -> str:
+    listed = sorted(keys)
+    more = f" and {len(listed) - shown} more" if len(listed) > shown else ""
+    return ", ".join(listed[:shown]) + more
+
+
 def load(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, PreTrainedTokenizerFast]:
     """(model in eval mode, tokenizer with left padding) from a local directory:
-    safetensors weights only, no remote code. A clear ``ValueError`` for a directory
-    that is not a model."""
+    safetensors weights only, no remote code. A clear ``ValueError`` naming the file for a
+    directory that is not a model, weights that are damaged or do not fit its config
+    (``_load_weights``) and a tokenizer that cannot be read."""
     p = Path(path)
     if not (p / "config.json").is_file():
         raise ValueError(f"{p}: not a model directory (no config.json)")
     if not any(p.glob("*.safetensors")):
         raise ValueError(f"{p}: no safetensors weights (pickled weights are not loaded)")
     where = torch_device(device)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            p, use_safetensors=True, trust_remote_code=False
-        )
-    except SafetensorError as err:  # a damaged file; neither a ValueError nor an OSError
-        raise ValueError(f"{p}: cannot read the weights ({err})") from None
+    model = _load_weights(p)
     model = model.to(where)
     model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(p, trust_remote_code=False)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(p, trust_remote_code=False)
+    except Exception as err:  # noqa: BLE001 - tokenizers' parse errors are plain Exceptions
+        missing = isinstance(err, KeyError) and err.args
+        reason = f"no {err.args[0]!r} entry" if missing else one_line(err)
+        raise ValueError(f"{p}: cannot read the tokenizer ({reason})") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

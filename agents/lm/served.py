@@ -14,8 +14,9 @@ What can go wrong, and what it becomes:
 a reply that is not the protocol        the parser's business: a counted violation
 time-out (``timeout`` s per request)    a counted violation (empty message), recorded
 HTTP 429 or 5xx, or another 4xx         a counted violation, recorded with the status
-a body that is not JSON, or has no      a counted violation, recorded as ``bad_reply``
-``choices[0].message.content`` string
+a body that is not JSON, has no         a counted violation, recorded as ``bad_reply``
+``choices[0].message.content`` string,
+or is over ``MAX_REPLY_BYTES``
 connection refused, unknown host,       one ``ServedModelError`` naming the endpoint and
 HTTP 401/403/404 (key, model, URL)      what to check: the run stops, nothing hangs
 =====================================  ==================================================
@@ -26,6 +27,10 @@ appended to a JSONL file, one line per message, in batch-row order, with token c
 instead of the endpoint, matching requests by the SHA-256 of their body: a recorded run
 replays to the same results without the server. A request the file does not hold is one
 ``ServedModelError``.
+
+The time-out holds for the whole request, however the server sends its reply: a socket's
+own time-out bounds each read alone, so a server sending a few bytes now and then would
+hold a request for ever. ``_Deadline`` shuts the connection down when the time is up.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +59,10 @@ from arena.noise import hash64
 from arena.observation import BuyerObs, SellerObs
 
 FATAL_STATUS = (401, 403, 404)
+MAX_REPLY_BYTES = 1 << 20
+"""The longest reply body read (1 MiB): five times a message of the protocol's longest
+(``MAX_MESSAGE_CHARS`` characters, at most 12 bytes each as JSON escapes), room for the
+rest of a chat reply. A longer body is a counted ``bad_reply``, left unread."""
 
 
 class ServedModelError(RuntimeError):
@@ -78,7 +88,7 @@ class _ServedPolicy:
     max_tokens: int = 256
     """Cap on the tokens of one reply."""
     timeout: float = 60.0
-    """Seconds to wait on the connection and on each read of a reply."""
+    """Seconds one request may take in all (connecting, sending, the whole reply)."""
     concurrency: int = 8
     """Requests in flight at once."""
     record: str = ""
@@ -142,30 +152,27 @@ class _ServedPolicy:
         req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
         entry: dict[str, Any] = {"text": "", "error": "", "status": None, "usage": None}
         t0 = time.perf_counter()
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                entry["status"] = resp.status
-                raw = resp.read()
-        except urllib.error.HTTPError as err:
-            entry["status"] = err.code
-            if err.code in FATAL_STATUS:
-                raise ServedModelError(
-                    f"{url} answered HTTP {err.code}: check the URL, the model name "
-                    f"{self.model!r} and the key in ${self.api_key_env}"
-                ) from None
-            entry["error"] = f"http_{err.code}"
-        except TimeoutError:
-            entry["error"] = "timeout"
-        except urllib.error.URLError as err:
-            if isinstance(err.reason, TimeoutError | socket.timeout):
-                entry["error"] = "timeout"
+        with _Deadline(self.timeout) as deadline:
+            try:
+                status, raw = _fetch(req, deadline, self.timeout)
+            except urllib.error.HTTPError as err:
+                entry["status"] = err.code
+                if err.code in FATAL_STATUS:
+                    raise ServedModelError(
+                        f"{url} answered HTTP {err.code}: check the URL, the model name "
+                        f"{self.model!r} and the key in ${self.api_key_env}"
+                    ) from None
+                entry["error"] = f"http_{err.code}"
+            except (OSError, http.client.HTTPException) as err:
+                entry["error"] = _failure(err, deadline, url)
             else:
-                raise ServedModelError(f"cannot reach {url}: {err.reason}") from None
-        except (ConnectionError, OSError, http.client.HTTPException) as err:
-            # a connection dropped mid-reply, a truncated body, a reply that is not HTTP
-            entry["error"] = f"connection: {type(err).__name__}"
-        else:
-            entry.update(_read_reply(raw))
+                entry["status"] = status
+                if deadline.expired:  # the connection was shut down mid-reply
+                    entry["error"] = "timeout"
+                elif raw is None:
+                    entry["error"] = "bad_reply"
+                else:
+                    entry.update(_read_reply(raw))
         entry["elapsed_s"] = round(time.perf_counter() - t0, 4)
         return entry
 
@@ -208,6 +215,122 @@ class _ServedPolicy:
         for b, e in zip(rows, entries, strict=True):
             texts[b] = e["text"] if not e.get("error") else ""
         return texts
+
+
+def _failure(err: OSError | http.client.HTTPException, deadline: _Deadline, url: str) -> str:
+    """The recorded error of a request that raised ``err``; an endpoint that cannot be
+    reached at all is a ``ServedModelError``."""
+    if deadline.expired or isinstance(err, TimeoutError):
+        return "timeout"
+    if isinstance(err, urllib.error.URLError):
+        if isinstance(err.reason, TimeoutError | socket.timeout):
+            return "timeout"
+        raise ServedModelError(f"cannot reach {url}: {err.reason}") from None
+    # a connection dropped mid-reply, a truncated body, a reply that is not HTTP
+    return f"connection: {type(err).__name__}"
+
+
+class _Deadline:
+    """The end of one request, ``seconds`` from its start: then the socket of its
+    connection is shut down, which ends a read blocked on it (``expired`` says so)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def attach(self, sock: socket.socket) -> None:
+        """The socket of a connection just opened (a redirect opens another)."""
+        with self._lock:
+            self._sock = sock
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # closed already
+        pass
+
+
+class _Watched:
+    """A connection that hands its socket to the request's deadline once it is open."""
+
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        self.deadline.attach(self.sock)
+
+
+class _HTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(partial(_HTTPConnection, deadline=self.deadline), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = partial(_HTTPSConnection, deadline=self.deadline)
+        return self.do_open(connection, req, context=self._context)
+
+
+def _fetch(req: urllib.request.Request, deadline: _Deadline, timeout: float):
+    """(status, body) of one request, its connections watched by ``deadline``; the body is
+    None when it is over ``MAX_REPLY_BYTES`` (left unread)."""
+    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline))
+    with opener.open(req, timeout=timeout) as resp:
+        return resp.status, _read_body(resp)
+
+
+def _read_body(resp: http.client.HTTPResponse) -> bytes | None:
+    """The body, read in pieces up to ``MAX_REPLY_BYTES`` (None past it); one that ends
+    before its Content-Length is an ``IncompleteRead``."""
+    if resp.length is not None and resp.length > MAX_REPLY_BYTES:
+        return None
+    pieces, size = [], 0
+    while piece := resp.read(64 * 1024):
+        size += len(piece)
+        if size > MAX_REPLY_BYTES:
+            return None
+        pieces.append(piece)
+    body = b"".join(pieces)
+    if resp.length:  # the connection closed early (read(n) does not say so itself)
+        raise http.client.IncompleteRead(body, resp.length)
+    return body
 
 
 def _read_reply(raw: bytes) -> dict:

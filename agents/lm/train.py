@@ -5,14 +5,14 @@ One file, top to bottom (``train``):
 1. **Model.** A local causal-LM directory (``base_model``), or the tiny default built
    from ``[model]`` (``agents.lm.model.build_tiny``) into ``OUT/base``.
 2. **Stage one, warm start.** The teacher (a registry name: ``greedy_matcher``, or the
-   trained ``rl_seller``) plays ``sft.markets`` markets against the
-   buyers; every turn keeps the prompt the model will see (the view and, with
-   ``analyst`` > 0, the analyst's short list: ``agents.lm.analyst``) and the teacher's
-   move written as a message (its THINK names the analyst's rank of the move, or says
-   it is the teacher's own). The model learns to write those messages: cross-entropy on
-   the completion tokens and the end-of-text token, ``sft.epochs`` passes in seeded
-   order, the learning rate ``sft.lr`` throughout or on a half cosine to 0
-   (``sft.schedule``). Saved as ``OUT/sft``.
+   trained ``rl_seller``; not one that reads private values, which the model never sees)
+   plays ``sft.markets`` markets against the buyers; every turn keeps the prompt the
+   model will see (the view and, with ``analyst`` > 0, the analyst's short list:
+   ``agents.lm.analyst``) and the teacher's move written as a message (its THINK names
+   the analyst's rank of the move, or says it is the teacher's own). The model learns to
+   write those messages: cross-entropy on the completion tokens and the end-of-text
+   token, ``sft.epochs`` passes in seeded order, the learning rate ``sft.lr`` throughout
+   or on a half cosine to 0 (``sft.schedule``). Saved as ``OUT/sft``.
 3. **Stage two, GRPO.** Each step draws ``grpo.groups`` fresh market instances and plays
    every one ``grpo.group_size`` times (G complete episodes of the same market, the
    model sampling with a different salt per member). An episode's reward is the
@@ -37,7 +37,7 @@ One file, top to bottom (``train``):
    ``OUT/train_config.json``. ``OUT/latest`` holds the model, the optimizer state
    (safetensors + JSON) and the stage and step reached after every step, so a run
    stopped at any moment resumes from there (``resume=True``) and ends as an
-   uninterrupted one would.
+   uninterrupted one would; a damaged checkpoint is one error naming its file.
 
 Config (TOML; every key optional; ``LMTrainConfig`` documents each field)::
 
@@ -66,10 +66,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from agents import registry
-from agents.command import config_mismatch, run_guarded
+from agents.base import SellerPolicy
+from agents.command import config_mismatch, one_line, run_guarded
 from agents.env import SellerEnv
 from agents.lm.analyst import Analyst, NarratedTeacher
 from agents.lm.model import TinyModelConfig, build_tiny, load
@@ -85,6 +87,8 @@ from arena.rewards import VIOLATION_PENALTY
 from arena.words import shown
 
 POLICY_CLASSES = ("LMSeller",)
+STAGES = ("sft", "grpo")
+"""The training stages, in order (what ``latest/position.json`` and ``curve.csv`` name)."""
 
 
 @dataclass(frozen=True)
@@ -407,14 +411,71 @@ def save_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
     path.with_suffix(".json").write_text(json.dumps(meta))
 
 
-def load_optimizer(opt: torch.optim.Optimizer, path: Path) -> None:
-    meta = json.loads(path.with_suffix(".json").read_text())
-    tensors = load_file(str(path.with_suffix(".safetensors")))
-    state: dict[int, dict] = {int(k): dict(v) for k, v in meta["state"].items()}
-    for key, value in tensors.items():
-        idx, name = key.split(".", 1)
-        state.setdefault(int(idx), {})[name] = value
-    opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+def read_optimizer(path: Path, params: list[torch.Tensor]) -> dict:
+    """The optimizer state ``save_optimizer`` wrote, checked against the parameters it is
+    for: a file that is damaged or holds the state of other parameters is one
+    ``ValueError`` "FILE: damaged checkpoint (...)"."""
+    meta_path, tensor_path = path.with_suffix(".json"), path.with_suffix(".safetensors")
+    try:
+        meta = json.loads(meta_path.read_text())
+        state: dict[int, dict] = {int(k): dict(v) for k, v in meta["state"].items()}
+        groups = meta["param_groups"]
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        raise ValueError(f"{meta_path}: damaged checkpoint ({_reason(err)})") from None
+    try:
+        tensors = load_file(str(tensor_path))
+        for key, value in tensors.items():
+            idx, name = key.split(".", 1)
+            state.setdefault(int(idx), {})[name] = value
+    except (SafetensorError, ValueError) as err:  # a damaged file, or a key not "N.name"
+        raise ValueError(f"{tensor_path}: damaged checkpoint ({_reason(err)})") from None
+    saved = {"state": state, "param_groups": groups}
+    try:
+        _check_moments(params, state)
+        torch.optim.Adam(params).load_state_dict(saved)  # what torch checks, on a spare
+    except (ValueError, KeyError, TypeError, IndexError) as err:
+        raise ValueError(f"{meta_path}: damaged checkpoint ({_reason(err)})") from None
+    return saved
+
+
+def _check_moments(params: list[torch.Tensor], state: dict[int, dict]) -> None:
+    """The state is of these parameters, each saved tensor but a scalar (Adam's step) of
+    its parameter's shape: torch keeps the state of a parameter it does not have, and
+    takes another shape to fail only at the next step."""
+    for idx, entry in state.items():
+        if not 0 <= idx < len(params):
+            raise ValueError(f"state of parameter {idx}; the model has {len(params)}")
+        for name, value in entry.items():
+            want = list(params[idx].shape)
+            if torch.is_tensor(value) and value.ndim and list(value.shape) != want:
+                raise ValueError(f"{idx}.{name} has shape {list(value.shape)}, not {want}")
+
+
+def _reason(err: BaseException) -> str:
+    return f"no {err.args[0]!r}" if isinstance(err, KeyError) and err.args else one_line(err)
+
+
+def read_position(latest: Path, steps: dict[str, int]) -> dict:
+    """The stage and step a checkpoint holds (``latest/position.json``): a stage of
+    ``steps`` and a whole number of its steps, 0 to ``steps[stage]``; anything else is one
+    ``ValueError`` "FILE: damaged checkpoint (...)"."""
+    path = latest / "position.json"
+    try:
+        position = json.loads(path.read_text())
+    except (ValueError, RecursionError) as err:  # not JSON, or not UTF-8
+        raise ValueError(f"{path}: damaged checkpoint ({_reason(err)})") from None
+    stage = position.get("stage") if isinstance(position, dict) else None
+    if not isinstance(stage, str) or stage not in steps:
+        raise ValueError(
+            f"{path}: damaged checkpoint (stage {shown(stage)}; expected {' or '.join(steps)})"
+        )
+    step, last = position.get("step"), steps[stage]
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= last:
+        raise ValueError(
+            f"{path}: damaged checkpoint (step {shown(step)} of stage {stage}, which has "
+            f"steps 0 to {last})"
+        )
+    return position
 
 
 class Curve:
@@ -429,14 +490,25 @@ class Curve:
                 csv.writer(f).writerow(self.FIELDS)
 
     def truncate(self, stage: str, step: int) -> None:
-        """Drop rows past the checkpoint being resumed from (a step begun, not saved)."""
-        rows = self.rows()
-        order = {"sft": 0, "grpo": 1}
-        keep = [r for r in rows if (order[r["stage"]], int(r["step"])) < (order[stage], step)]
+        """Drop rows past the checkpoint being resumed from (a step begun, not saved). A row
+        of no known stage or step is one ``ValueError`` "FILE: damaged checkpoint (...)"."""
+        here = (STAGES.index(stage), step)
+        keep = [r for n, r in enumerate(self.rows(), 2) if self._place(r, n) < here]
         with open(self.path, "w", newline="") as f:
             w = csv.DictWriter(f, self.FIELDS)
             w.writeheader()
             w.writerows(keep)
+
+    def _place(self, row: dict, line: int) -> tuple[int, int]:
+        """(stage, step) of a row, in training order."""
+        stage, step = row.get("stage"), row.get("step")
+        whole = isinstance(step, str) and step.isascii() and step.isdigit()
+        if stage not in STAGES or not whole:
+            raise ValueError(
+                f"{self.path}: damaged checkpoint (line {line} has stage {shown(stage)} and "
+                f"step {shown(step)}; expected a stage of {', '.join(STAGES)} and a step)"
+            )
+        return STAGES.index(stage), int(step)
 
     def add(self, **row: Any) -> None:
         with open(self.path, "a", newline="") as f:
@@ -514,6 +586,19 @@ def _checkpoint(out: Path, model, tokenizer, opt, stage: str, step: int, extra: 
 # --------------------------------------------------------------------------- stages
 
 
+def teacher_policy(cfg: LMTrainConfig) -> SellerPolicy:
+    """``cfg.teacher`` as stage one plays it. A seller that reads the buyers' private values
+    is refused: the model never sees them, so its moves could not be learnt from what the
+    model is shown (and the narrated teacher does not hand them on)."""
+    teacher = registry.make(cfg.teacher, "seller", seed=cfg.seed)
+    if getattr(teacher, "sees_private", False):
+        raise ValueError(
+            f"teacher: {cfg.teacher} reads the buyers' private values, which the model never "
+            "sees: imitate a seller that plays from public information"
+        )
+    return teacher
+
+
 def _teacher_examples(cfg: LMTrainConfig, teacher, buyers) -> list[dict]:
     """Stage one's records: (prompt, completion) of every teacher message."""
     if cfg.analyst == 0:
@@ -533,14 +618,16 @@ def policy_params(cfg: LMTrainConfig) -> dict:
 def _encode(
     tokenizer, records: list[dict], max_prompt_tokens: int, max_new_tokens: int | None = None
 ) -> list[tuple]:
-    from agents.lm.generate import encode_prompts
+    """(prompt ids, completion ids and the end-of-text token) of each record: the texts
+    as text (``encode_text``), the end-of-text token the one special token."""
+    from agents.lm.generate import encode_prompts, encode_text
 
     prompts = [r["prompt"] for r in records]
     heads = [p.find("\nConversation") for p in prompts]
     ids = encode_prompts(tokenizer, prompts, max_prompt_tokens, heads)
     eos = tokenizer.eos_token_id
     examples = [
-        (p, tokenizer(r["completion"], add_special_tokens=False)["input_ids"] + [eos])
+        (p, encode_text(tokenizer, r["completion"]) + [eos])
         for p, r in zip(ids, records, strict=True)
     ]
     longest = max((len(c) for _, c in examples), default=0)
@@ -690,6 +777,7 @@ def train(
             raise ValueError(f"{config_mismatch(out, stored, now)}; it cannot resume this one")
     else:
         _check_fresh_folder(out, resume)
+    teacher = teacher_policy(cfg)  # one the model cannot learn from is refused before a write
     out.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps(cfg.to_json(), indent=2) + "\n")
     torch.set_num_threads(cfg.threads)
@@ -702,13 +790,23 @@ def train(
         base = out / "base"
         if not (base / "config.json").exists():
             build_tiny(base, cfg.model)
-    position = {"stage": "sft", "step": 0}
+
+    # --- stage one's data: the teacher's messages, whose number sets the stage's steps
+    buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
+    records = _teacher_examples(cfg, teacher, buyers)
+    per_epoch = -(-len(records) // cfg.sft.batch)
+    sft_steps = per_epoch * cfg.sft.epochs
+
+    # --- where a resumed run stands: read and checked before anything is trained
+    position, saved_opt = {"stage": "sft", "step": 0}, None
     latest = out / "latest"
     if resume:
         _recover_latest(latest)
     if resume and (latest / "position.json").exists():
-        position = json.loads((latest / "position.json").read_text())
+        position = read_position(latest, {"sft": sft_steps, "grpo": cfg.grpo.steps})
         model, tokenizer = load(latest, device)
+        if position["step"] > 0:  # the optimizer of the stage resumed
+            saved_opt = read_optimizer(latest / "optimizer", list(model.parameters()))
     else:
         model, tokenizer = load(base, device)
     model.train()
@@ -718,17 +816,12 @@ def train(
         curve.truncate(position["stage"], position["step"])
 
     # --- stage one: supervised warm start
-    teacher = registry.make(cfg.teacher, "seller", seed=cfg.seed)
-    buyers = registry.make_buyers(cfg.buyers, seed=cfg.seed)
-    records = _teacher_examples(cfg, teacher, buyers)
     examples = _encode(tokenizer, records, cfg.max_prompt_tokens, cfg.max_new_tokens)
-    per_epoch = -(-len(examples) // cfg.sft.batch)
-    sft_steps = per_epoch * cfg.sft.epochs
     bar = tqdm(total=sft_steps + cfg.grpo.steps, disable=not progress, desc="train", unit="step")
     opt = torch.optim.Adam(model.parameters(), lr=cfg.sft.lr)
     if position["stage"] == "sft":
         if position["step"] > 0:
-            load_optimizer(opt, latest / "optimizer")
+            opt.load_state_dict(saved_opt)
         bar.update(position["step"])
         for step in range(position["step"], sft_steps):
             epoch, k = divmod(step, per_epoch)
@@ -755,7 +848,7 @@ def train(
     ref.requires_grad_(False)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.grpo.lr)
     if position["step"] > 0:
-        load_optimizer(opt, latest / "optimizer")
+        opt.load_state_dict(saved_opt)
     bar.update(position["step"])
     for step in range(position["step"], cfg.grpo.steps):
         model.eval()

@@ -102,10 +102,14 @@ def teacher_records(
 
 
 def to_jsonl(records: Iterable[dict], path: str | Path) -> Path:
-    """Write records one JSON object a line (UTF-8); returns the path."""
+    """Write records one JSON object a line (UTF-8); returns the path. Every text is
+    written, and ``read_jsonl`` reads it back as it was: a lone surrogate (which a served
+    reply can hold, and UTF-8 cannot) becomes its JSON escape (``\\ud800``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    # Characters stay readable; only what UTF-8 cannot encode, a lone surrogate, is escaped:
+    # inside a JSON string Python's \uXXXX for it is the JSON escape of the same character.
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     return path

@@ -114,15 +114,23 @@ def pool(text: str, side: str, entry: str) -> str:
     return text.replace(old, old[:-1] + f', "{entry}"]', 1)
 
 
+# The league tests register snapshots named lg_s1, lg_b1, ... in this process: the name
+# checks below use a prefix of their own.
+OWN = 'seed = 0\nprefix = "cfgchk"'
+
+
 def test_a_pool_checkpoint_named_as_a_snapshot_is_refused_until_the_prefix_differs(
     tmp_path, capsys
 ):
-    """A checkpoint named lg_s1 in the seller pool loaded, then round 1 failed with
-    "tournament.sellers names lg_s1 twice" (its snapshot), on every rerun."""
-    entry = _seller_checkpoint(tmp_path, "lg_s1")
-    path = _config(tmp_path, "lg", pool(LEAGUE, "seller", entry))
+    """A checkpoint named like a snapshot (lg_s1 for the prefix lg) in the seller pool
+    loaded, then round 1 failed with "tournament.sellers names lg_s1 twice", on every
+    rerun. (A prefix of this test's own: the league tests register checkpoints named
+    lg_s1 in this process.)"""
+    entry = _seller_checkpoint(tmp_path, "cfgchk_s1")
+    mine = LEAGUE.replace("seed = 0", OWN, 1)
+    path = _config(tmp_path, "lg", pool(mine, "seller", entry))
     ck = str((tmp_path / "ck").resolve())
-    text = refused(path, f"seller.pool: {ck!r} (named 'lg_s1') has a name the league gives")
+    text = refused(path, f"seller.pool: {ck!r} (named 'cfgchk_s1') has a name the league gives")
     assert text.endswith("choose another [league] prefix")
     refused_on_the_command_line(capsys, path, "choose another [league] prefix")
     other = pool(LEAGUE.replace("seed = 0", 'seed = 0\nprefix = "gen"', 1), "seller", entry)
@@ -133,22 +141,25 @@ def test_a_pool_checkpoint_named_as_a_snapshot_is_refused_until_the_prefix_diffe
 @pytest.mark.parametrize(
     ("name", "learners"),
     [
-        ("lg_b1", 1),  # the buyer snapshot of round 1
-        ("lg_b12", 1),  # of a round --rounds may add later
-        ("lg_xb0", 1),  # the best response against round 0's seller
-        ("lg_b2_1", 2),  # the second buyer learner of round 2
+        ("cfgchk_b1", 1),  # the buyer snapshot of round 1
+        ("cfgchk_b12", 1),  # of a round --rounds may add later
+        ("cfgchk_xb0", 1),  # the best response against round 0's seller
+        ("cfgchk_b2_1", 2),  # the second buyer learner of round 2
     ],
 )
 def test_a_pool_population_named_as_the_leagues_own_is_refused(tmp_path, name, learners):
     text = LEAGUE.replace("mixed = ", f'{name} = "human=noisy_human,agent=strategic"\nmixed = ')
-    text = text.replace("seed = 0", f"seed = 0\nlearners = {learners}", 1)
+    text = text.replace("seed = 0", f"{OWN}\nlearners = {learners}", 1)
     path = _config(tmp_path, "lg", pool(text, "buyer", name))
     refused(path, f"buyer.pool: {name!r} has a name the league gives its own snapshots")
 
 
-@pytest.mark.parametrize("name", ["lg_s0", "lg_s01", "lg_s1_0", "lg_x1", "lgs_s1"])
+@pytest.mark.parametrize(
+    "name", ["cfgchk_s0", "cfgchk_s01", "cfgchk_s1_0", "cfgchk_x1", "cfgchks_s1"]
+)
 def test_names_the_league_never_gives_load(tmp_path, name):
     text = LEAGUE.replace("mixed = ", f'{name} = "human=noisy_human,agent=strategic"\nmixed = ')
+    text = text.replace("seed = 0", OWN, 1)
     cfg = load_league_config(str(_config(tmp_path, "lg", pool(text, "buyer", name))))
     assert name in cfg.buyer.pool
 

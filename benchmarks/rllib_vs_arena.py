@@ -162,7 +162,7 @@ def run_arena(args, config: MarketConfig, buyers: tuple[str, ...]) -> list[tuple
              f"profit {points[-1][1]:.2f}")  # fmt: skip
     t = time.perf_counter()
     warm = checkpoint.save(out / "warm", policy, name=cfg.name)
-    cfg = dataclasses.replace(cfg, init=str(warm), imitation_iterations=0)
+    cfg = cfg.starting_from(str(warm))
     train(cfg, out / "run", progress=False, until=0)  # its first evaluation and checkpoint
     clock += time.perf_counter() - t
     done, chunk = 0, 1

@@ -110,3 +110,26 @@ def test_eval_and_play_on_the_default_market_suggest_one_of_its_size(
     extra = ["--markets", "2"] if command == "eval" else []
     argv = [command, "--seller", str(fixed), "--buyers", "truthful", "--market", str(market)]
     assert main([*argv, *extra]) == 0
+
+
+def test_a_fresh_fixed_size_seller_is_one_policy_per_seed(tmp_path, capsys):
+    """Built without a network, its weights come from its seed alone (they came from
+    torch's global generator: two sellers of one seed played differently, and ``arena
+    check`` on a market of its size, as the guide says to run it, found it not
+    deterministic). Torch's own stream is left as it was."""
+    torch.manual_seed(0)
+    before = torch.rand(1)
+    torch.manual_seed(0)
+    a, b, c = (FixedSizeSeller(seed=s, buyers=4, products=2) for s in (3, 3, 4))
+    assert torch.rand(1) == before
+    for x, y in zip(a.net.parameters(), b.net.parameters(), strict=True):
+        assert torch.equal(x, y)
+    pairs = zip(a.net.parameters(), c.net.parameters(), strict=True)
+    assert any(not torch.equal(x, y) for x, y in pairs)
+    market = tmp_path / "market.toml"
+    market.write_text("[market]\nbuyers = 4\nproducts = 2\ninventory = 1\nturns = 6\n")
+    target = "agents.rl.fixed:FixedSizeSeller"
+    code = main(["check", target, "--param", "buyers=4", "--param", "products=2",
+                 "--market", str(market)])  # fmt: skip
+    assert code == 0, capsys.readouterr().out
+    assert "conforms" in capsys.readouterr().out

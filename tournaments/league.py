@@ -192,15 +192,6 @@ def _check_workers(workers: int, address: str | None, use_ray: bool) -> None:
     limits.check_workers(workers, (os.cpu_count() or 1) if local else None)
 
 
-def _start(base, init: str) -> dict[str, object]:
-    """The fields of a learner's start: from the checkpoint ``init`` without the base
-    config's warm start (no ``imitate``, no imitation iterations), or, where ``init`` is
-    "", fresh weights with that warm start."""
-    if not init:
-        return {"init": "", "imitate": base.imitate}
-    return {"init": init, "imitate": "", "imitation_iterations": 0}
-
-
 class _League:
     def __init__(self, cfg, out: Path, workers, address, use_ray, progress, log, agents) -> None:
         if workers < 1:
@@ -494,9 +485,8 @@ class _League:
                     name=name,
                     seed=keyed_seed(cfg.seed, f"league|{side}|{r}|{k}") % 2**31,
                     iterations=sc.iterations,
-                    **_start(sc.base, init),
                     opponents=opponents,
-                )
+                ).starting_from(init)
                 jobs.append(learner_job(tcfg, rd / f"{side}{suffix}"))
         return jobs, weights
 
@@ -515,9 +505,8 @@ class _League:
                 name=f"{self.cfg.snapshot_prefix}_x{_LETTER[other]}{r}",
                 seed=keyed_seed(self.cfg.seed, f"exploit|{side}|{r}") % 2**31,
                 iterations=sc.exploit_iterations,
-                **_start(sc.base, sc.exploit_init),
                 opponents=(Opponent(learner_opponent(self.cfg, target)),),
-            )
+            ).starting_from(sc.exploit_init)
             out = self.round_dir(r) / f"exploit_{side}"
             if not trained(tcfg, out):
                 jobs.append(learner_job(tcfg, out))

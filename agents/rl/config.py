@@ -607,6 +607,14 @@ class TrainConfig:
                     f"the {budget} a training run may use; at most {fit:,} fit"
                 )
 
+    def starting_from(self, init: str) -> TrainConfig:
+        """This run started from the checkpoint ``init`` instead of its warm start: no
+        ``imitate`` and no imitation iterations (a warm start that would change nothing is
+        refused). ``init`` "": fresh weights and the run's own warm start, if it has one."""
+        if not init:
+            return dataclasses.replace(self, init="")
+        return dataclasses.replace(self, init=init, imitate="", imitation_iterations=0)
+
     def market_bytes(self, market: MarketConfig) -> int:
         """What one market of ``market`` adds to a batch's memory: its play
         (``arena.limits.market_bytes``) and, for every step of its rollout, the

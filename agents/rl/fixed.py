@@ -94,8 +94,10 @@ class FixedSizeSeller(SellerPolicy):
         hidden: tuple[int, ...] = (256, 256),
     ) -> None:
         self.space = SellerSpace(int(buyers), int(products), tuple(offsets))
-        if net is None:
-            net = FixedMLP(FixedMLPConfig(self.space.size, self.space.num_actions, hidden))
+        if net is None:  # fresh weights drawn from ``seed`` alone: one seed, one policy
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(seed))
+                net = FixedMLP(FixedMLPConfig(self.space.size, self.space.num_actions, hidden))
         if (net.cfg.inputs, net.cfg.outputs) != (self.space.size, self.space.num_actions):
             raise ValueError(
                 f"the network maps {net.cfg.inputs} inputs to {net.cfg.outputs} actions; "

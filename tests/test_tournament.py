@@ -327,11 +327,21 @@ finally:
 """
 
 
-def test_joins_an_existing_cluster_with_address(tmp_path):
+@pytest.mark.parametrize("token_file", [False, True])
+def test_joins_an_existing_cluster_with_address(tmp_path, token_file):
+    """A cluster without tokens is joined as it is, also from a home holding a token file
+    (``ray get-auth-token`` writes one): the token used to be sent because the file was
+    there, and the cluster then refused the driver's calls (a traceback, no run)."""
     spec_path = write(tmp_path, GOOD.replace("[tournament]", "[tournament]\nmarkets = 200"))
     script = tmp_path / "cluster.py"
     script.write_text(CLUSTER_SCRIPT)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    unset = {"RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    if token_file:
+        (home / ".ray" / "auth_token").write_text("0" * 64)
+    env["HOME"] = str(home)
     out = subprocess.run(
         [sys.executable, str(script), spec_path, str(tmp_path / "remote")],
         capture_output=True,

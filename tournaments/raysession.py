@@ -82,6 +82,10 @@ class RayConnectError(RuntimeError):
     """Ray could not be started or joined; the message is one line saying why."""
 
 
+class TokenAsked(RayConnectError):
+    """The cluster asks for a token this process did not send, or refused the one sent."""
+
+
 # ---------------------------------------------------------------------- output
 @contextlib.contextmanager
 def output_to(path: str | Path) -> Iterator[TextIO]:
@@ -204,12 +208,24 @@ def token_source() -> str | None:
     return None
 
 
-def _use_token() -> None:
-    """Send the configured token when joining: Ray turns token mode on by itself only for
-    clusters it finds on its own, not for an address it is given. A mode set explicitly
-    (RAY_AUTH_MODE) is kept."""
+def _join_probe(address: str, timeout: float) -> None:
+    """``probe`` the cluster at ``address``, sending the configured token only to a cluster
+    that asks for one: Ray turns token mode on by itself only for clusters it finds on its
+    own, not for an address it is given, and a token sent to a cluster without tokens makes
+    it refuse this process's calls once the run has started. A mode set explicitly
+    (RAY_AUTH_MODE) is kept as it is."""
     if os.environ.get("RAY_AUTH_MODE") is not None or token_source() is None:
+        probe(address, timeout)
         return
+    try:
+        probe(address, timeout)
+    except TokenAsked:
+        _use_token()
+        probe(address, timeout)
+
+
+def _use_token() -> None:
+    """Send the configured token from now on (RAY_AUTH_MODE=token in this process)."""
     os.environ["RAY_AUTH_MODE"] = "token"
     with contextlib.suppress(ImportError, AttributeError):
         # Ray reads its mode once per process; this is how Ray itself refreshes it.
@@ -264,14 +280,19 @@ def probe(address: str, timeout: float) -> None:
     if proc.returncode == 0 and "ok" in out.split():
         return
     if any(word in out for word in ("InvalidAuthToken", "AuthenticationError", "Unauthent")):
-        source = token_source()
+        source, mode = token_source(), os.environ.get("RAY_AUTH_MODE")
+        if source is not None and mode != "token":
+            raise TokenAsked(
+                f"the Ray cluster at {address} asks for a token and RAY_AUTH_MODE="
+                f"{mode or '(unset)'} sends none: unset RAY_AUTH_MODE or set it to token"
+            )
         if source is None:
-            raise RayConnectError(
+            raise TokenAsked(
                 f"the Ray cluster at {address} asks for a token and none is set here: set "
                 "RAY_AUTH_TOKEN to its token (`ray get-auth-token` on the head prints it), "
                 "or RAY_AUTH_TOKEN_PATH to a file holding it"
             )
-        raise RayConnectError(
+        raise TokenAsked(
             f"the Ray cluster at {address} refused the token from {source}: set "
             "RAY_AUTH_TOKEN to its token (`ray get-auth-token` on the head prints it)"
         )
@@ -377,8 +398,7 @@ def connect(address: str | None, workers: int, timeout: float = CONNECT_TIMEOUT_
     if address == "local":  # Ray's word for a new local instance
         address = None
     if address:
-        _use_token()
-        probe(address, timeout)
+        _join_probe(address, timeout)
         try:
             ray.init(
                 address=address,

@@ -242,7 +242,7 @@ def _run_ray(
     spec, todo: Iterator[Unit], workers: int, address, store_result, ctx: dict, timeout: float
 ) -> None:
     import ray
-    from ray.exceptions import GetTimeoutError
+    from ray.exceptions import GetTimeoutError, RayActorError
 
     from tournaments.raysession import actor_class, connect
 
@@ -272,6 +272,9 @@ def _run_ray(
             raise TournamentError(
                 f"the workers did not start within {START_TIMEOUT_S} s (is the cluster busy?)"
             ) from None
+        except RayActorError as err:  # e.g. a node without the project, or refused calls
+            why = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+            raise TournamentError(f"the workers did not start: {why[:300]}") from None
         session.watch()  # the worker processes too, should the driver die
         ctx["ray_start_s"] = time.perf_counter() - t0
         ctx["actors"] = actors

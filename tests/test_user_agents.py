@@ -632,3 +632,46 @@ def test_an_error_in_ones_own_policy_is_one_line_with_its_place(capsys, tmp_path
     assert err == f"arena: error: {unit}: {where}\n"
     err = refused(capsys, "tournament", spec, "--out", tmp_path / "ray", "--workers", "1")
     assert err == f"arena: error: {unit} 3 times; last: {where}\n"
+
+
+FLAKY = """
+from pathlib import Path
+
+from agents.registry import Entry, register
+from agents.scripted.sellers import PostedPrice
+
+MARK = Path({mark!r})
+
+
+class Flaky(PostedPrice):
+    def act(self, obs):
+        if not MARK.exists():  # the first call anywhere raises, every later one plays
+            MARK.write_text("raised once")
+            raise RuntimeError("flaky")
+        return super().act(obs)
+
+
+register(Entry("ua_flaky_seller", "seller", "agent", Flaky, {{}}, "Raises once."))
+"""
+
+
+def test_a_unit_played_again_after_an_error_is_reported(capsys, tmp_path, ray_session):
+    """On Ray a unit whose policy raised is played again (a worker may have died under
+    it); a policy that raises only sometimes is not deterministic, so the run says how
+    many units it played again rather than ending as if nothing happened."""
+    mod = write(tmp_path, "ua_flaky.py", FLAKY, mark=str(tmp_path / "mark"))
+    spec = write(tmp_path, "flaky.toml", """
+        [tournament]
+        name = "flaky"
+        markets = 4
+        sellers = ["ua_flaky_seller"]
+        buyers = ["truthful"]
+        agents = ["ua_flaky.py"]
+        [configs.a]
+        buyers = 3
+        products = 2
+    """)  # fmt: skip
+    code, out, err = run(capsys, "tournament", spec, "--out", tmp_path / "run", "--workers", "1")
+    assert code == 0, err
+    assert "played 1 of 1 unit " in out and "; 1 unit played again after an error" in out
+    assert mod.exists()

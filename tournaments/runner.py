@@ -49,6 +49,9 @@ class RunSummary:
     ray_start_s: float
     workers_replaced: int
     markets_total: int = 0
+    units_retried: int = 0
+    """Units played again on Ray after their worker died or their policy raised (a policy
+    that raises only sometimes is not deterministic: the run says so)."""
     used_ray: bool = False
     """Whether this call started or joined Ray (a complete run, or ``use_ray=False``, not)."""
 
@@ -100,7 +103,14 @@ def run_tournament(
     folder = Path(folder)
     created = _created_by_us(folder)
     store = ResultStore.create_or_resume(folder, spec, unit_markets, extend=extend)
-    ctx: dict = {"replaced": 0, "ray_start_s": 0.0, "units": 0, "markets": 0, "ray": False}
+    ctx: dict = {
+        "replaced": 0,
+        "retried": 0,
+        "ray_start_s": 0.0,
+        "units": 0,
+        "markets": 0,
+        "ray": False,
+    }
     done = 0
     try:
         done = store.units_stored()
@@ -143,6 +153,7 @@ def run_tournament(
             wall_s=time.perf_counter() - t0,
             ray_start_s=ctx["ray_start_s"],
             workers_replaced=ctx["replaced"],
+            units_retried=ctx["retried"],
             markets_total=spec.markets * len(spec.matches()),
             used_ray=ctx["ray"],
         )
@@ -309,6 +320,7 @@ def _schedule(todo, actors, hosts, remote_worker, spec_ref, spec, store_result, 
                     f"{failures[unit]} times; last: {why}"
                 )
         retries.extend(units)
+        ctx["retried"] += len(units)
 
     for slot in range(len(actors)):
         for _ in range(IN_FLIGHT_PER_WORKER):

@@ -88,6 +88,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
             played += f" ({summary.markets_run / max(summary.wall_s, 1e-9):,.0f} markets/s)"
         if summary.workers_replaced:
             played += f"; {plural(summary.workers_replaced, 'worker')} replaced"
+        if summary.units_retried:
+            played += f"; {plural(summary.units_retried, 'unit')} played again after an error"
         say(played)
     return _report(out, full=False, quiet=args.quiet)
 

@@ -26,6 +26,7 @@ from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agents.command import nonneg_int, pos_int  # noqa: E402
 from agents.env import SellerEnv  # noqa: E402
 from agents.rl import checkpoint, ppo  # noqa: E402
 from agents.rl.config import load_train_config  # noqa: E402
@@ -103,13 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="benchmarks/teacher_inputs.py", description=__doc__.split("\n")[0]
     )
     ap.add_argument("--config", default=str(SHIPPED_CONFIG), help="a training config")
-    ap.add_argument("--markets", type=int, default=32, help="markets per teacher")
-    ap.add_argument("--seed", type=int, default=99, help="the markets' seed")
+    ap.add_argument("--markets", type=pos_int, default=32, help="markets per teacher")
+    ap.add_argument("--seed", type=nonneg_int, default=99, help="the markets' seed")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table")
     args = ap.parse_args(argv)
-    if args.markets < 1:
-        print("--markets must be >= 1", file=sys.stderr)
-        return 2
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     try:

@@ -285,7 +285,7 @@ def _run_ray(
             ) from None
         except RayActorError as err:  # e.g. a node without the project, or refused calls
             why = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
-            raise TournamentError(f"the workers did not start: {why[:300]}") from None
+            raise TournamentError(f"the workers did not start: {why[:300]}") from err
         session.watch()  # the worker processes too, should the driver die
         ctx["ray_start_s"] = time.perf_counter() - t0
         ctx["actors"] = actors

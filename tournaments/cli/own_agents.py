@@ -329,9 +329,14 @@ def worker_errors() -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        if not type(err).__module__.startswith("ray."):
+        # Ray's error itself, or the cause of the run's own error about workers that did
+        # not start (``tournaments.runner``).
+        seen: BaseException | None = err
+        while seen is not None and not type(seen).__module__.startswith("ray."):
+            seen = seen.__cause__
+        if seen is None:
             raise
-        lines = [line.strip() for line in str(err).splitlines() if WORKER_FAILED in line]
+        lines = [line.strip() for line in str(seen).splitlines() if WORKER_FAILED in line]
         if not lines:
             raise
         raise CliError(lines[-1].partition(": ")[2]) from None

@@ -307,6 +307,22 @@ def test_killing_the_driver_mid_run_loses_nothing(tmp_path):
     assert_same_records(records(clean), final)
 
 
+# Units on both nodes of the cluster, with dice: a trained seller, noisy humans and a
+# population of both kinds, two rules (8 units for the 2 workers).
+CLUSTER_SPEC = """
+[tournament]
+markets = 40
+sellers = ["greedy_matcher", "rl_seller"]
+buyers = ["noisy_human", "mixed"]
+disclosure = ["hidden", "mandatory"]
+[populations]
+mixed = "human=noisy_human,agent=strategic"
+[configs.a]
+buyers = 4
+products = 2
+agent_share = 0.5
+"""
+
 CLUSTER_SCRIPT = """
 import sys
 import ray
@@ -332,7 +348,7 @@ def test_joins_an_existing_cluster_with_address(tmp_path, token_file):
     """A cluster without tokens is joined as it is, also from a home holding a token file
     (``ray get-auth-token`` writes one): the token used to be sent because the file was
     there, and the cluster then refused the driver's calls (a traceback, no run)."""
-    spec_path = write(tmp_path, GOOD.replace("[tournament]", "[tournament]\nmarkets = 200"))
+    spec_path = write(tmp_path, CLUSTER_SPEC)
     script = tmp_path / "cluster.py"
     script.write_text(CLUSTER_SCRIPT)
     unset = {"RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"}
@@ -350,7 +366,7 @@ def test_joins_an_existing_cluster_with_address(tmp_path, token_file):
         env=env,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "units 1" in out.stdout
+    assert "units 8" in out.stdout  # both workers, on both nodes, play
     run_tournament(load_spec(spec_path), tmp_path / "local", use_ray=False, progress=False)
     assert_same_records(records(tmp_path / "local"), records(tmp_path / "remote"))
 

@@ -144,8 +144,12 @@ def run_arena(args, config: MarketConfig, buyers: tuple[str, ...]) -> list[tuple
     after imitating: a fresh optimizer for PPO) in chunks of about ``--every`` seconds,
     each resumed from the checkpoint of the last. Everything but the evaluations is timed,
     the checkpoint writes between the steps included."""
-    cfg = arena_config(args, config, buyers)
-    out = Path(tempfile.mkdtemp(prefix="arena-bench-"))
+    with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
+        return _run_arena(args, arena_config(args, config, buyers), config, buyers, Path(tmp))
+
+
+def _run_arena(args, cfg, config: MarketConfig, buyers: tuple[str, ...], out: Path):
+    """``run_arena`` in the folder ``out`` (its checkpoints)."""
     torch.manual_seed(cfg.seed)  # the initial weights, as train() draws them
     policy = RLSeller(seed=cfg.seed, greedy=False, hidden=cfg.hidden)
     points = [(0.0, _greedy_profit(policy, config, buyers, args.markets))]

@@ -38,3 +38,17 @@ def ray_session():
         )
     yield ray
     ray.shutdown()
+
+
+def isolate_registry(monkeypatch) -> None:
+    """The registry's entries, the modules ``--agents`` loaded and ``sys.path`` as they
+    are now, back after the test: entries a test registers stay in it."""
+    import sys
+
+    from agents import registry
+    from tournaments.cli import own_agents
+
+    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
+    monkeypatch.setattr(own_agents, "_LOADED", {})
+    monkeypatch.setattr(own_agents, "_REGISTERED_HERE", set())
+    monkeypatch.setattr(sys, "path", list(sys.path))

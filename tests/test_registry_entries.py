@@ -24,17 +24,14 @@ from agents.rl.policies import RLBuyer
 from agents.scripted.buyers import StrategicAgent, Truthful
 from agents.scripted.sellers import GreedyMatcher, PostedPrice, PricingBandit, RandomTarget
 from arena.observation import REJECT
+from tests.conftest import isolate_registry
 from tests.test_user_agents import refused, run
-from tournaments.cli import own_agents
 
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch):
     """Entries and modules (all named re_*) registered by a test stay in that test."""
-    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
-    monkeypatch.setattr(own_agents, "_LOADED", {})
-    monkeypatch.setattr(own_agents, "_REGISTERED_HERE", set())
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    isolate_registry(monkeypatch)
     yield
     for name in [n for n in sys.modules if n.startswith("re_")]:
         del sys.modules[name]

@@ -513,6 +513,23 @@ def test_more_workers_than_cpus_is_a_clear_error(tmp_path, ray_session):
         run_tournament(small_spec(), tmp_path / "run", workers=3, progress=False)
 
 
+def test_workers_that_cannot_start_are_one_error_line_and_no_run_folder(tmp_path, ray_session):
+    """A worker process that fails before it can play (here its set-up raises; on a
+    cluster, say, a node without the project) ends the run with one line saying so, not
+    Ray's traceback, and the new run folder is removed again."""
+    import functools
+
+    from tournaments.raysession import worker_setup
+    from tournaments.runner import TournamentError
+
+    broken = functools.partial(int, "not a number")  # raises ValueError in each worker
+    with worker_setup(broken), pytest.raises(TournamentError) as err:
+        run_tournament(small_spec(), tmp_path / "run", workers=1, progress=False)
+    text = str(err.value)
+    assert text.startswith("the workers did not start: ") and "\n" not in text
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_killed_policy_host_is_replaced_and_results_are_the_same(tmp_path, ray_session):
     hosted = noisy_spec(hosted=["pricing_bandit"])
     run_tournament(noisy_spec(), tmp_path / "clean", use_ray=False, progress=False, unit_markets=30)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agents import registry
+from tests.conftest import isolate_registry
 from tournaments import raysession
 from tournaments.cli import main, own_agents
 from tournaments.remote import PolicyHost
@@ -76,10 +77,7 @@ def register_entries():
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch):
     """The registry, the test's modules and sys.path as they were before the test."""
-    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
-    monkeypatch.setattr(own_agents, "_LOADED", {})
-    monkeypatch.setattr(own_agents, "_REGISTERED_HERE", set())
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    isolate_registry(monkeypatch)
     modules = dict(sys.modules)
     yield
     # The tests' own modules (all named ua_*) only: a library first imported during a test
@@ -608,6 +606,22 @@ register(Entry("{p}_boom", "seller", "agent", Boom, {{}}, "Raises."))
 """
 
 
+def one_seller_spec(folder: Path, name: str, seller: str, module: str) -> Path:
+    """A spec of one seller of one's own (from ``module``) against truthful buyers, one
+    match of 4 markets."""
+    return write(folder, f"{name}.toml", """
+        [tournament]
+        name = "{spec}"
+        markets = 4
+        sellers = ["{seller}"]
+        buyers = ["truthful"]
+        agents = ["{module}"]
+        [configs.a]
+        buyers = 3
+        products = 2
+    """, spec=name, seller=seller, module=module)  # fmt: skip
+
+
 def test_an_error_in_ones_own_policy_is_one_line_with_its_place(capsys, tmp_path, ray_session):
     """Every command that plays the entry, here and on a Ray worker, says what was raised
     and where in the module (file, line, function), as `arena check` does."""
@@ -616,17 +630,7 @@ def test_an_error_in_ones_own_policy_is_one_line_with_its_place(capsys, tmp_path
     flags = ["--agents", mod, "--seller", "ua_boom_boom", "--buyers", "truthful"]
     assert refused(capsys, "eval", *flags, "--markets", "4") == f"arena: error: {where}\n"
     assert refused(capsys, "play", *flags) == f"arena: error: {where}\n"
-    spec = write(tmp_path, "boom.toml", """
-        [tournament]
-        name = "boom"
-        markets = 4
-        sellers = ["ua_boom_boom"]
-        buyers = ["truthful"]
-        agents = ["ua_boom.py"]
-        [configs.a]
-        buyers = 3
-        products = 2
-    """)  # fmt: skip
+    spec = one_seller_spec(tmp_path, "boom", "ua_boom_boom", "ua_boom.py")
     unit = "unit ua_boom_boom|truthful|hidden|a markets 0-3 failed"
     err = refused(capsys, "tournament", spec, "--out", tmp_path / "here", "--no-ray")
     assert err == f"arena: error: {unit}: {where}\n"
@@ -660,17 +664,7 @@ def test_a_unit_played_again_after_an_error_is_reported(capsys, tmp_path, ray_se
     it); a policy that raises only sometimes is not deterministic, so the run says how
     many units it played again rather than ending as if nothing happened."""
     mod = write(tmp_path, "ua_flaky.py", FLAKY, mark=str(tmp_path / "mark"))
-    spec = write(tmp_path, "flaky.toml", """
-        [tournament]
-        name = "flaky"
-        markets = 4
-        sellers = ["ua_flaky_seller"]
-        buyers = ["truthful"]
-        agents = ["ua_flaky.py"]
-        [configs.a]
-        buyers = 3
-        products = 2
-    """)  # fmt: skip
+    spec = one_seller_spec(tmp_path, "flaky", "ua_flaky_seller", "ua_flaky.py")
     code, out, err = run(capsys, "tournament", spec, "--out", tmp_path / "run", "--workers", "1")
     assert code == 0, err
     assert "played 1 of 1 unit " in out and "; 1 unit played again after an error" in out
